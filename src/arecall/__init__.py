@@ -1,0 +1,45 @@
+"""arecall — Authorized Recall@K as a reproducible experiment pipeline.
+
+Of what a retrieval system returns, how much may the person who asked actually use? The public
+API is the per-list metrics and placements (predicates are ``Callable[[str], bool]``); the
+vectorised all-pairs versions live in `arecall.placement` and `arecall.scoring`, the pipeline in
+`arecall.pipeline`.
+
+Examples
+--------
+>>> from arecall import authorized_recall_at_k, post_filter, pre_filter
+>>> ranking, allowed = ["x", "a", "y", "b"], {"a", "b"}.__contains__
+>>> post_filter(ranking, allowed, 2), pre_filter(ranking, allowed, 2)
+(['a'], ['a', 'b'])
+>>> authorized_recall_at_k(pre_filter(ranking, allowed, 2), {"a", "b", "y"}, allowed, 2)
+1.0
+"""
+
+from arecall.errors import ArecallError
+from arecall.metrics import (
+    Authorized,
+    authorized_recall_at_k,
+    ndcg_at_k,
+    precision_at_k,
+    recall_at_k,
+    reciprocal_rank,
+    unusable_fraction_at_k,
+)
+from arecall.placement import Placement, post_filter, pre_filter
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ArecallError",
+    "Authorized",
+    "Placement",
+    "__version__",
+    "authorized_recall_at_k",
+    "ndcg_at_k",
+    "post_filter",
+    "pre_filter",
+    "precision_at_k",
+    "recall_at_k",
+    "reciprocal_rank",
+    "unusable_fraction_at_k",
+]

@@ -1,0 +1,3 @@
+from arecall.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,116 @@
+"""The ``arecall`` command.
+
+``arecall run [overrides]`` runs the whole pipeline in one process for a Hydra-composed config
+(``-m`` sweeps); ``arecall evaluate`` / ``arecall fuse`` work on TREC runs; ``arecall readme``
+keeps the README's tables in step with reports/. User errors end as one line on stderr, exit 2.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from arecall.errors import ArecallError
+
+__all__ = ["main"]
+
+USAGE = """usage: arecall COMMAND [ARGS]
+
+commands:
+  run [OVERRIDES] [-m]   run the pipeline in-process for a Hydra config (outputs in hydra.run.dir)
+  evaluate ...           authorized metrics for a TREC run + qrels (+ ACL); see --help
+  fuse RUN... --out F    reciprocal rank fusion of TREC runs
+  readme [--check]       splice reports/tables.md into README.md (or check they agree)
+"""
+
+
+def _fail(message: str) -> int:
+    print(f"arecall: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _run(argv: Sequence[str]) -> int:
+    import hydra
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import DictConfig, OmegaConf
+
+    from arecall.config import CONF_DIR
+    from arecall.pipeline import Layout, run_all
+
+    root = os.getcwd()
+
+    @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
+    def task(cfg: DictConfig) -> float | None:
+        config: Any = OmegaConf.to_container(cfg, resolve=True)
+        layout = Layout.run(HydraConfig.get().runtime.output_dir)
+        try:
+            result = run_all(config, layout)
+            if config["tracking"].get("enabled", True):
+                from arecall.tracking import log_run
+
+                names = ("metrics", "proof", "tables", "curve", "plot")
+                log_run(config, {n: getattr(layout, n) for n in names}, root=root,
+                        run_name=HydraConfig.get().job.override_dirname or "defaults",
+                        tags={"arecall.entry": "arecall run"})
+        except ArecallError as exc:
+            sys.exit(_fail(str(exc)))
+        print(result["tables"])
+        k_max = list(result["metrics"]["k"])[-1]
+        value = result["metrics"]["k"][k_max]["arecall_pre_nonempty"]
+        return None if value is None else float(value)
+
+    sys.argv = ["arecall run", *argv]
+    task()
+    return 0
+
+
+def _readme(argv: Sequence[str]) -> int:
+    from arecall.readme import sync_readme
+
+    check = "--check" in argv
+    agreed = sync_readme(check=check)
+    if check and not agreed:
+        return _fail("README.md: the tables differ from reports/tables.md; run `arecall readme`")
+    return 0
+
+
+def _evaluate(argv: Sequence[str]) -> int:
+    from arecall.cli_evaluate import evaluate_main
+
+    return evaluate_main(list(argv))
+
+
+def _fuse(argv: Sequence[str]) -> int:
+    from arecall.cli_evaluate import fuse_main
+
+    return fuse_main(list(argv))
+
+
+COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
+    "run": _run,
+    "evaluate": _evaluate,
+    "fuse": _fuse,
+    "readme": _readme,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``arecall`` console script."""
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE, end="")
+        return 0 if args else 2
+    command, rest = args[0], args[1:]
+    if command not in COMMANDS:
+        return _fail(f"unknown command {command!r}\n{USAGE}")
+    try:
+        return COMMANDS[command](rest)
+    except ArecallError as exc:
+        return _fail(str(exc))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,157 @@
+"""Where the authorization filter sits: after truncation (post) or before it (pre).
+
+``post``: L_K = filter(top_K(ranking)) — unusable items spend slots, so fewer than K come back.
+``pre``:  L_K = top_K(filter(ranking)) — K usable answers whenever K exist.
+
+Claim: post ⊆ pre for every ranking, K and predicate, so Δ@K = ARecall^pre − ARecall^post ≥ 0.
+Filtering keeps relative order; an item in post is authorized with at most K − 1 items (so at
+most K − 1 authorized items) before it, hence it is among the first K authorized items. The
+prove stage checks this on random inputs and on every run's own lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from arecall.atomic import write_npz
+from arecall.errors import ArecallError
+from arecall.metrics import Authorized
+
+__all__ = ["PlacedLists", "Placement", "place_all", "post_filter", "pre_filter"]
+
+
+class Placement(StrEnum):
+    """The two filter placements compared throughout arecall."""
+
+    POST = "post"
+    PRE = "pre"
+
+
+def post_filter(ranking: Sequence[str], authorized: Authorized, k: int) -> list[str]:
+    """Truncate to K, then drop unauthorized items.
+
+    Examples
+    --------
+    >>> post_filter(["x", "a", "b"], {"a", "b"}.__contains__, 2)
+    ['a']
+    """
+    if k <= 0:
+        raise ValueError(f"k must be a positive integer, got {k}")
+    return [d for d in ranking[:k] if authorized(d)]
+
+
+def pre_filter(ranking: Sequence[str], authorized: Authorized, k: int) -> list[str]:
+    """Drop unauthorized items, then truncate to K.
+
+    Examples
+    --------
+    >>> pre_filter(["x", "a", "b"], {"a", "b"}.__contains__, 2)
+    ['a', 'b']
+    """
+    if k <= 0:
+        raise ValueError(f"k must be a positive integer, got {k}")
+    return [d for d in ranking if authorized(d)][:k]
+
+
+# -- all query-principal pairs at once ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlacedLists:
+    """What each placement returns for every (principal, query) pair, at the largest K.
+
+    Arrays have shape (n_principals, n_queries, k_max) and hold document row indices padded
+    with -1; ``*_rank`` holds each item's 0-based position in the unfiltered ranking. The post
+    list at a smaller K is its items with rank < K; the pre list at a smaller K is its first K.
+    """
+
+    post: np.ndarray
+    post_rank: np.ndarray
+    pre: np.ndarray
+    pre_rank: np.ndarray
+
+    def save(self, path: str | Path) -> None:
+        arrays = {f: getattr(self, f) for f in ("post", "post_rank", "pre", "pre_rank")}
+        write_npz(path, arrays)
+
+    @classmethod
+    def load(cls, path: str | Path) -> PlacedLists:
+        if not Path(path).is_file():
+            raise ArecallError(f"{path}: missing; run the filter stage first")
+        with np.load(path, allow_pickle=False) as z:
+            return cls(**{f: z[f] for f in ("post", "post_rank", "pre", "pre_rank")})
+
+
+def _compact(mask: np.ndarray, ranking: np.ndarray, k_max: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pack the ranked items selected by ``mask`` (P, Q, W) to the left, keeping order."""
+    slot = np.cumsum(mask, axis=2) - 1
+    keep = mask & (slot < k_max)
+    p, q, j = np.nonzero(keep)
+    items = np.full(mask.shape[:2] + (k_max,), -1, dtype=np.int32)
+    ranks = np.full_like(items, -1)
+    items[p, q, slot[p, q, j]] = ranking[q, j]
+    ranks[p, q, slot[p, q, j]] = j
+    return items, ranks
+
+
+def place_all(
+    ranking: np.ndarray,
+    acl: sp.spmatrix,
+    k_max: int,
+    *,
+    truncated: np.ndarray | None = None,
+    chunk_queries: int = 4096,
+) -> PlacedLists:
+    """Apply both placements for every principal and query, vectorised over query chunks.
+
+    Parameters
+    ----------
+    ranking : ndarray of int, shape (n_queries, width)
+        Document row indices per query, best first, padded with -1 (`arecall.ranking.Ranking`).
+    acl : sparse matrix of bool, shape (n_principals, n_docs)
+    k_max : int
+        The largest K evaluated.
+    truncated : ndarray of bool, optional
+        Queries whose ranking was cut at a depth; a pre list shorter than ``k_max`` there may
+        be missing authorized items further down, so it is refused rather than guessed.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> lists = place_all(np.array([[2, 0, 1]]), sp.csr_matrix([[True, True, False]]), 2)
+    >>> lists.post.tolist(), lists.pre.tolist()
+    ([[[0, -1]]], [[[0, 1]]])
+    """
+    if k_max <= 0:
+        raise ValueError(f"k_max must be positive, got {k_max}")
+    allowed = np.asarray(acl.toarray(), dtype=bool)
+    n_principals, n_queries = allowed.shape[0], ranking.shape[0]
+    shape = (n_principals, n_queries, k_max)
+    out = {f: np.full(shape, -1, dtype=np.int32) for f in ("post", "post_rank", "pre", "pre_rank")}
+    for start in range(0, n_queries, chunk_queries):
+        block = ranking[start : start + chunk_queries]
+        valid = block >= 0
+        auth = allowed[:, np.where(valid, block, 0)] & valid[None, :, :]
+        pre, pre_rank = _compact(auth, block, k_max)
+        top = auth[:, :, :k_max]
+        post, post_rank = _compact(top, block[:, :k_max], k_max)
+        sl = slice(start, start + len(block))
+        for name, arr in (("post", post), ("post_rank", post_rank), ("pre", pre),
+                          ("pre_rank", pre_rank)):
+            out[name][:, sl, : arr.shape[2]] = arr
+    if truncated is not None and truncated.any():
+        short = (out["pre"][:, :, -1] < 0) & truncated[None, :]
+        if short.any():
+            p, q = (int(x[0]) for x in np.nonzero(short))
+            raise ArecallError(
+                "retriever.depth: too shallow for an exact pre list "
+                f"(principal #{p}, query #{q} has fewer than {k_max} authorized items in it); "
+                "raise it or set it to null"
+            )
+    return PlacedLists(**out)

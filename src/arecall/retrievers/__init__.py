@@ -1,0 +1,54 @@
+"""Retrievers: fit on document texts, score query texts into a sparse queries × docs matrix.
+
+The Hydra group ``retriever`` selects one by ``retriever.name``. A retriever only scores;
+ordering, tie-breaking and depth live in `arecall.ranking`, shared by all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import scipy.sparse as sp
+
+from arecall.errors import ArecallError
+
+__all__ = ["RETRIEVERS", "Retriever", "make_retriever"]
+
+
+class Retriever(Protocol):
+    """Anything that scores queries against a fitted document collection."""
+
+    def fit(self, documents: Sequence[str]) -> Retriever: ...
+
+    def score(self, queries: Sequence[str]) -> sp.csr_matrix: ...
+
+
+def _tfidf(cfg: Mapping[str, Any]) -> Retriever:
+    from arecall.retrievers.tfidf import SeedTfidf
+
+    return SeedTfidf()
+
+
+def _sklearn_tfidf(cfg: Mapping[str, Any]) -> Retriever:
+    from arecall.retrievers.sklearn_tfidf import SklearnTfidf
+
+    return SklearnTfidf()
+
+
+RETRIEVERS = {"tfidf": _tfidf, "sklearn_tfidf": _sklearn_tfidf}
+
+
+def make_retriever(cfg: Mapping[str, Any]) -> Retriever:
+    """Construct the retriever the ``retriever`` config section names.
+
+    Examples
+    --------
+    >>> type(make_retriever({"name": "tfidf"})).__name__
+    'SeedTfidf'
+    """
+    name = cfg.get("name")
+    if name not in RETRIEVERS:
+        known = ", ".join(sorted(RETRIEVERS))
+        raise ArecallError(f"retriever.name: unknown retriever {name!r} (known: {known})")
+    return RETRIEVERS[str(name)](cfg)

@@ -1,0 +1,43 @@
+"""DVC stage entry points: one thin module per stage (``python -m arecall.stages.<name>``).
+
+Each reads ``params.yaml`` once, calls the stage function of `arecall.pipeline` on the
+repository layout, and turns a user error into one line on stderr with exit status 2.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from arecall.errors import ArecallError
+
+__all__ = ["run_stage"]
+
+
+def run_stage(name: str) -> int:
+    """Run pipeline stage ``name`` (or ``track``) as DVC does; return the exit status."""
+    from arecall.config import load_params
+    from arecall.pipeline import STAGES, Layout
+
+    try:
+        cfg = load_params("params.yaml")
+        layout = Layout.dvc()
+        if name == "track":
+            if cfg["tracking"].get("enabled", True):
+                from arecall.tracking import log_run
+
+                run_id = log_run(cfg, _reports(layout), run_name="dvc-repro",
+                                 tags={"arecall.entry": "dvc repro"})
+                print(f"mlflow run {run_id}")
+        else:
+            STAGES[name](cfg, layout)
+            if name == "report":
+                print(layout.tables.read_text(encoding="utf-8"))
+    except ArecallError as exc:
+        print(f"arecall: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _reports(layout: object) -> dict[str, object]:
+    names = ("metrics", "proof", "tables", "curve", "plot")
+    return {n: getattr(layout, n) for n in names}
