@@ -1,0 +1,336 @@
+"""faiss indexes over any float32 embedding matrix: ``exact`` (IndexFlatIP) and ``hnsw``.
+
+One class, ``VectorIndex``, answers the three questions a filtered-search experiment asks:
+
+* ``search`` — the index's own unfiltered top-k (exact for ``exact``, approximate for ``hnsw``);
+* ``search_filtered`` — the index's own filtered top-k: for ``hnsw`` this is *pushdown*
+  (``SearchParametersHNSW(sel=IDSelectorBitmap(...))``: rejected nodes are traversed but never
+  collected); for ``exact`` it is a scan of the authorized subset;
+* ``exact`` — a brute-force scan restricted to the authorized subset, whatever the index kind.
+  This is the oracle every placement is scored against, and the ``pre`` placement itself.
+
+Scores are inner products of what you give it. The verity generator returns unit vectors, so its
+score is the cosine, as in verity; a text corpus's LSA vectors should be normalised by the
+caller if cosine is wanted (``arecall.vector.generator.l2_normalise``).
+
+HNSW construction in faiss is parallel and, with more than one thread, not deterministic: two
+builds can link different neighbours and so report different recall. ``build_index`` therefore
+builds single-threaded by default (``deterministic=True``), which costs nothing at verity's
+2,000 documents; the million-vector benchmark passes ``deterministic=False``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import faiss
+import numpy as np
+import numpy.typing as npt
+
+from arecall.errors import ArecallError
+from arecall.vector._checks import (
+    check_ef_search,
+    check_k,
+    check_mask,
+    check_matrix,
+    check_positive_int,
+)
+
+__all__ = [
+    "INDEX_KINDS",
+    "Hits",
+    "VectorIndex",
+    "build_index",
+    "set_threads",
+]
+
+IndexKind = Literal["exact", "hnsw"]
+INDEX_KINDS: tuple[str, ...] = ("exact", "hnsw")
+
+# faiss's bundled stubs omit some SWIG classes (SearchParametersHNSW); reach them untyped.
+_faiss: Any = faiss
+
+# Rows of scores per exact-scan block are capped so a block's score matrix stays near 256 MB.
+_BLOCK_BYTES = 256 * 2**20
+
+
+def set_threads(n: int | None) -> None:
+    """Set the number of OpenMP threads faiss uses (``None`` leaves it alone).
+
+    Examples
+    --------
+    >>> set_threads(None)
+    """
+    if n is not None:
+        faiss.omp_set_num_threads(check_positive_int("threads", n))
+
+
+@contextmanager
+def _single_thread() -> Iterator[None]:
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
+
+
+@dataclass(frozen=True)
+class Hits:
+    """Top-k results for a batch of queries, best first, padded with id −1 / score −inf.
+
+    Attributes
+    ----------
+    ids : ndarray of int64, shape (n_queries, k)
+    scores : ndarray of float32, shape (n_queries, k)
+
+    Examples
+    --------
+    >>> h = Hits(np.array([[3, -1]]), np.array([[0.5, -np.inf]], dtype=np.float32))
+    >>> h.returned().tolist(), h.rows()
+    ([1], [[3]])
+    """
+
+    ids: npt.NDArray[np.int64]
+    scores: npt.NDArray[np.float32]
+
+    @property
+    def k(self) -> int:
+        """Result slots per query."""
+        return int(self.ids.shape[1])
+
+    def returned(self) -> npt.NDArray[np.int64]:
+        """Number of real results per query."""
+        return np.asarray((self.ids >= 0).sum(axis=1), dtype=np.int64)
+
+    def rows(self) -> list[list[int]]:
+        """Per query, the returned document indices best first (padding dropped)."""
+        return [[int(i) for i in row if i >= 0] for row in self.ids]
+
+    @staticmethod
+    def from_faiss(distances: npt.NDArray[Any], labels: npt.NDArray[Any]) -> Hits:
+        """Wrap faiss output, normalising the padding to −1 / −inf."""
+        ids = np.asarray(labels, dtype=np.int64)
+        scores = np.asarray(distances, dtype=np.float32).copy()
+        scores[ids < 0] = -np.inf
+        return Hits(ids=ids, scores=scores)
+
+    def select(self, keep: npt.NDArray[np.bool_]) -> Hits:
+        """Keep the entries where ``keep`` is true, compacted to the front in their order."""
+        keep = keep & (self.ids >= 0)
+        order = np.argsort(~keep, axis=1, kind="stable")
+        ids = np.take_along_axis(np.where(keep, self.ids, -1), order, axis=1)
+        scores = np.take_along_axis(np.where(keep, self.scores, -np.inf), order, axis=1)
+        return Hits(ids=ids, scores=scores.astype(np.float32))
+
+    def replace_rows(self, rows: npt.NDArray[np.intp], other: Hits) -> Hits:
+        """A copy with query rows ``rows`` taken from ``other`` (same k, same row order)."""
+        ids, scores = self.ids.copy(), self.scores.copy()
+        ids[rows], scores[rows] = other.ids, other.scores
+        return Hits(ids=ids, scores=scores)
+
+
+class VectorIndex:
+    """An ``exact`` or ``hnsw`` faiss index over a float32 matrix, inner-product metric.
+
+    Build with :func:`build_index`. The matrix is kept (faiss keeps its own copy too), because
+    ``exact`` scans the authorized subset of it.
+    """
+
+    def __init__(
+        self,
+        vectors: npt.NDArray[np.float32],
+        index: Any,
+        *,
+        kind: IndexKind,
+        m: int | None,
+        ef_construction: int | None,
+        ef_search: int | None,
+    ) -> None:
+        self.vectors = vectors
+        self.faiss_index = index
+        self.kind: IndexKind = kind
+        self.m = m
+        self.ef_construction = ef_construction
+        self.ef_search = ef_search
+
+    @property
+    def n_docs(self) -> int:
+        """Number of indexed vectors."""
+        return int(self.vectors.shape[0])
+
+    @property
+    def dims(self) -> int:
+        """Vector dimension."""
+        return int(self.vectors.shape[1])
+
+    def __repr__(self) -> str:
+        params = "" if self.kind == "exact" else f", m={self.m}, ef_search={self.ef_search}"
+        return f"VectorIndex({self.kind}, n_docs={self.n_docs}, dims={self.dims}{params})"
+
+    def check_queries(self, queries: Any) -> npt.NDArray[np.float32]:
+        """Validate ``queries`` against this index: (n, dims), finite, float32."""
+        return check_matrix("queries", queries, dims=self.dims)
+
+    def _ef(self, ef_search: int | None, k: int) -> int:
+        ef = self.ef_search if ef_search is None else ef_search
+        return check_ef_search(ef, k)
+
+    def search(self, queries: Any, k: int, *, ef_search: int | None = None) -> Hits:
+        """The index's own unfiltered top-``k`` (approximate for ``hnsw``).
+
+        Examples
+        --------
+        >>> idx = build_index(np.eye(3, dtype=np.float32), kind="exact")
+        >>> idx.search(np.array([[0, 1, 0]], dtype=np.float32), 1).ids.tolist()
+        [[1]]
+        """
+        q = self.check_queries(queries)
+        k = check_k(k)
+        if self.kind == "exact":
+            return self.exact(q, k)
+        params = _faiss.SearchParametersHNSW(efSearch=self._ef(ef_search, k))
+        distances, labels = self.faiss_index.search(q, k, params=params)
+        return Hits.from_faiss(distances, labels)
+
+    def search_filtered(
+        self, queries: Any, k: int, allowed: Any, *, ef_search: int | None = None
+    ) -> Hits:
+        """The index's own filtered top-``k``: HNSW pushdown, or a subset scan for ``exact``.
+
+        For ``hnsw``, ``efSearch`` bounds the candidate list *including* rejected nodes, so with
+        a selective mask this can return fewer than ``k`` (that is the point of measuring it).
+
+        Examples
+        --------
+        >>> idx = build_index(np.eye(3, dtype=np.float32), kind="hnsw", ef_search=4)
+        >>> allowed = np.array([True, False, True])
+        >>> idx.search_filtered(np.array([[0, 1, 0.5]], dtype=np.float32), 1, allowed).ids
+        array([[2]])
+        """
+        q = self.check_queries(queries)
+        k = check_k(k)
+        mask = check_mask(allowed, self.n_docs)
+        if self.kind == "exact":
+            return self.exact(q, k, mask)
+        ef = self._ef(ef_search, k)
+        bitmap = np.packbits(mask.astype(np.uint8), bitorder="little")
+        selector = faiss.IDSelectorBitmap(self.n_docs, faiss.swig_ptr(bitmap))
+        params = _faiss.SearchParametersHNSW(sel=selector, efSearch=ef)
+        distances, labels = self.faiss_index.search(q, k, params=params)
+        del selector, bitmap  # kept alive until faiss has returned
+        return Hits.from_faiss(distances, labels)
+
+    def exact(self, queries: Any, k: int, allowed: Any = None) -> Hits:
+        """Exhaustive top-``k`` over the documents ``allowed`` permits (all when ``None``).
+
+        Correct by construction — every authorized document is scored — so this is the oracle
+        and the ``pre`` placement. Within a result list equal scores are ordered by ascending
+        id; which of several documents tied at the k-th score makes the cut is faiss's
+        (deterministic) choice. With continuous vectors ties do not occur.
+
+        Examples
+        --------
+        >>> idx = build_index(np.eye(3, dtype=np.float32), kind="hnsw")
+        >>> q = np.array([[0.2, 0.9, 0.5]], dtype=np.float32)
+        >>> idx.exact(q, 5, np.array([1, 0, 1], bool)).rows()
+        [[2, 0]]
+        """
+        q = self.check_queries(queries)
+        k = check_k(k)
+        if allowed is None:
+            ids = None
+            base = self.vectors
+        else:
+            mask = check_mask(allowed, self.n_docs)
+            if mask.all():
+                ids, base = None, self.vectors
+            else:
+                ids = np.flatnonzero(mask)
+                base = np.ascontiguousarray(self.vectors[ids])
+        n_q = q.shape[0]
+        out_ids = np.full((n_q, k), -1, dtype=np.int64)
+        out_scores = np.full((n_q, k), -np.inf, dtype=np.float32)
+        n_base = base.shape[0]
+        if n_base == 0:
+            return Hits(out_ids, out_scores)
+        kk = min(k, n_base)
+        block = max(1, _BLOCK_BYTES // (4 * n_base))
+        for start in range(0, n_q, block):
+            stop = min(n_q, start + block)
+            distances, labels = faiss.knn(
+                q[start:stop], base, kk, metric=faiss.METRIC_INNER_PRODUCT
+            )
+            labels = np.asarray(labels, dtype=np.int64)
+            if ids is not None:
+                labels = np.where(labels >= 0, ids[np.maximum(labels, 0)], -1)
+            out_ids[start:stop, :kk] = labels
+            out_scores[start:stop, :kk] = np.where(labels >= 0, distances, -np.inf)
+        # Canonical order: score descending, then id ascending (padding, id -1, stays last).
+        sort_ids = np.where(out_ids >= 0, out_ids, np.iinfo(np.int64).max)
+        order = np.lexsort((sort_ids, -out_scores.astype(np.float64)), axis=1)
+        out_ids = np.take_along_axis(out_ids, order, axis=1)
+        out_scores = np.take_along_axis(out_scores, order, axis=1)
+        return Hits(out_ids, out_scores)
+
+
+def build_index(
+    vectors: Any,
+    *,
+    kind: str = "hnsw",
+    m: int = 16,
+    ef_construction: int = 40,
+    ef_search: int = 64,
+    deterministic: bool = True,
+) -> VectorIndex:
+    """Build an ``exact`` (IndexFlatIP) or ``hnsw`` (IndexHNSWFlat, inner product) index.
+
+    Parameters
+    ----------
+    vectors : array_like, shape (n, d)
+        Any finite float matrix: the verity corpus, or a text corpus's dense LSA vectors.
+    kind : {"hnsw", "exact"}
+    m : int
+        HNSW links per node (``M``; level 0 keeps ``2*M``). verity uses 16.
+    ef_construction : int
+        Candidate-list size while linking (faiss default 40).
+    ef_search : int
+        Default candidate-list size while searching (verity: 64). Per-call overrides exist.
+    deterministic : bool
+        Build single-threaded, so equal inputs give an identical graph.
+
+    Returns
+    -------
+    VectorIndex
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> build_index(rng.normal(size=(100, 8)).astype(np.float32), m=8)
+    VectorIndex(hnsw, n_docs=100, dims=8, m=8, ef_search=64)
+    """
+    matrix = check_matrix("vectors", vectors)
+    if kind not in INDEX_KINDS:
+        raise ArecallError(f"index kind={kind!r}: must be one of {', '.join(INDEX_KINDS)}")
+    dims = matrix.shape[1]
+    if kind == "exact":
+        flat = faiss.IndexFlatIP(dims)
+        flat.add(matrix)
+        return VectorIndex(matrix, flat, kind="exact", m=None, ef_construction=None, ef_search=None)
+    m = check_positive_int("m", m, minimum=2)
+    ef_construction = check_positive_int("ef_construction", ef_construction)
+    ef_search = check_positive_int("ef_search", ef_search)
+    hnsw = faiss.IndexHNSWFlat(dims, m, faiss.METRIC_INNER_PRODUCT)
+    hnsw.hnsw.efConstruction = ef_construction
+    hnsw.hnsw.efSearch = ef_search
+    if deterministic:
+        with _single_thread():
+            hnsw.add(matrix)
+    else:
+        hnsw.add(matrix)
+    return VectorIndex(
+        matrix, hnsw, kind="hnsw", m=m, ef_construction=ef_construction, ef_search=ef_search
+    )

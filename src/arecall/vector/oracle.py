@@ -1,0 +1,158 @@
+"""Scoring a placement against the exhaustive oracle: recall_loss, returned, short, ARecall, U@K.
+
+Two failures are kept apart on purpose, as verity does. *Recall* below 1 with a full result list
+is ordinary approximate search. *Shortfall* — asking for k and getting fewer, with no error — is
+a contract violation, and the signature of post-filtering. Averaging them into one number hides
+the second inside the first, so ``recall_loss`` returns both.
+
+Relevance. This experiment has no human judgements, so the relevant set of a (query, principal)
+pair is the oracle's answer: the k nearest documents the principal may use. R_A (the authorized
+relevant items) is then that set itself, and ARecall@K = |R_A ∩ L_K| / |R_A| coincides with
+recall against the oracle — by construction, not by accident; the column is computed through
+the general definition (with the mask) so that it stays right if the relevance source changes.
+That a placement never returns an unauthorized item is a separate guarantee, proved by the
+property tests rather than by this column. The other natural choice — R = the unfiltered exact
+top-k — would make post-filtering look perfect (it keeps exactly the authorized part of that
+set), which hides the very failure the table exists to show.
+
+U@K is computed, as authorized-recall defines it, on the unfiltered ranking: the fraction of the
+exact top-K that the principal may not use. It depends on the principal, not on the placement,
+and explains post-filtering's shortfall: post returns about (1 − U@K)·K.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from arecall.vector._checks import check_k, check_mask
+from arecall.vector.index import Hits
+
+__all__ = [
+    "PlacementScore",
+    "authorized_recall",
+    "recall_loss",
+    "score_hits",
+    "unusable_at_k",
+]
+
+
+def recall_loss(approx: Sequence[Hashable], exact: Sequence[Hashable]) -> tuple[float, int]:
+    """Overlap recall and shortfall of an approximate result list against the exact one.
+
+    verity's semantics: ``(|ids(approx) ∩ ids(exact)| / |ids(exact)|,
+    max(0, len(exact) − len(approx)))``, and ``(1.0, 0)`` when ``exact`` is empty.
+
+    Parameters
+    ----------
+    approx, exact : sequence of hashable
+        Document ids, best first (the order does not matter here).
+
+    Returns
+    -------
+    tuple of (float, int)
+
+    Examples
+    --------
+    >>> recall_loss([1, 2, 9], [1, 2, 3, 4])
+    (0.5, 1)
+    >>> recall_loss([], [])
+    (1.0, 0)
+    """
+    if len(exact) == 0:
+        return (1.0, 0)
+    exact_ids = set(exact)
+    overlap = len(set(approx) & exact_ids)
+    return (overlap / len(exact_ids), max(0, len(exact) - len(approx)))
+
+
+def authorized_recall(
+    returned: Sequence[int], relevant: Sequence[int], allowed: npt.NDArray[np.bool_]
+) -> float:
+    """ARecall@K = |R_A ∩ L_K| / |R_A| with R_A = relevant ∩ authorized; 1 when R_A is empty.
+
+    Examples
+    --------
+    >>> authorized_recall([0, 2], [0, 1, 2], np.array([True, False, True]))
+    1.0
+    """
+    r_a = {d for d in relevant if allowed[d]}
+    if not r_a:
+        return 1.0
+    return len(r_a & set(returned)) / len(r_a)
+
+
+def unusable_at_k(unfiltered: Hits, allowed: npt.NDArray[np.bool_], k: int) -> float:
+    """Mean U@K: the fraction of each unfiltered top-K the principal may not use.
+
+    Examples
+    --------
+    >>> h = Hits(np.array([[0, 1]]), np.zeros((1, 2), dtype=np.float32))
+    >>> unusable_at_k(h, np.array([True, False]), 2)
+    0.5
+    """
+    k = check_k(k)
+    ids = unfiltered.ids[:, :k]
+    blocked = (ids >= 0) & ~allowed[np.maximum(ids, 0)]
+    return float(blocked.sum(axis=1).mean() / k)
+
+
+@dataclass(frozen=True)
+class PlacementScore:
+    """Mean metrics of one placement for one principal (mask) over a batch of queries.
+
+    ``returned`` is the mean number of results (verity's "returned / k" column), ``short`` the
+    fraction of queries with a shortfall against the oracle (fewer than k whenever k items are
+    authorized).
+    """
+
+    returned: float
+    recall: float
+    short: float
+    arecall: float
+    u_at_k: float
+
+
+def score_hits(
+    hits: Hits, oracle: Hits, allowed: npt.NDArray[np.bool_], k: int, unfiltered: Hits
+) -> PlacementScore:
+    """Score ``hits`` against ``oracle`` (the exact authorized top-k) for one mask.
+
+    Parameters
+    ----------
+    hits : Hits
+        The placement's results.
+    oracle : Hits
+        ``VectorIndex.exact(queries, k, allowed)``.
+    allowed : ndarray of bool
+        The principal's authorization mask.
+    k : int
+    unfiltered : Hits
+        The exact *unfiltered* top-k, for U@K.
+
+    Examples
+    --------
+    >>> o = Hits(np.array([[0, 1]]), np.zeros((1, 2), dtype=np.float32))
+    >>> h = Hits(np.array([[0, -1]]), np.zeros((1, 2), dtype=np.float32))
+    >>> score_hits(h, o, np.array([True, True]), 2, o).recall
+    0.5
+    """
+    k = check_k(k)
+    allowed = check_mask(allowed, allowed.shape[0])
+    rows, exact_rows = hits.rows(), oracle.rows()
+    recalls, shorts, arecalls = [], [], []
+    for got, exact in zip(rows, exact_rows, strict=True):
+        recall, shortfall = recall_loss(got, exact)
+        recalls.append(recall)
+        shorts.append(shortfall > 0)
+        arecalls.append(authorized_recall(got, exact, allowed))
+    return PlacementScore(
+        returned=float(hits.returned().mean()),
+        recall=float(np.mean(recalls)),
+        short=float(np.mean(shorts)),
+        arecall=float(np.mean(arecalls)),
+        u_at_k=unusable_at_k(unfiltered, allowed, k),
+    )
