@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["atomic_path", "write_json", "write_npz", "write_text", "write_with"]
+__all__ = ["atomic_path", "write_json", "write_npz", "write_parquet", "write_text", "write_with"]
 
 
 @contextmanager
@@ -76,7 +76,13 @@ def write_npz(path: str | os.PathLike[str], arrays: dict[str, np.ndarray]) -> No
             for name in sorted(arrays):
                 info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
                 with zf.open(info, "w", force_zip64=True) as fh:
-                    np.lib.format.write_array(fh, np.ascontiguousarray(arrays[name]),
-                                              allow_pickle=False)
+                    np.lib.format.write_array(
+                        fh, np.ascontiguousarray(arrays[name]), allow_pickle=False
+                    )
 
     write_with(path, _write)
+
+
+def write_parquet(path: str | os.PathLike[str], frame: Any) -> None:
+    """Atomically write a pandas DataFrame as Parquet (no index column)."""
+    write_with(path, lambda tmp: frame.to_parquet(tmp, index=False))

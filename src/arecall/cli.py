@@ -50,10 +50,13 @@ def _run(argv: Sequence[str]) -> int:
             if config["tracking"].get("enabled", True):
                 from arecall.tracking import log_run
 
-                names = ("metrics", "proof", "tables", "curve", "plot")
-                log_run(config, {n: getattr(layout, n) for n in names}, root=root,
-                        run_name=HydraConfig.get().job.override_dirname or "defaults",
-                        tags={"arecall.entry": "arecall run"})
+                log_run(
+                    config,
+                    layout.report_files(),
+                    root=root,
+                    run_name=HydraConfig.get().job.override_dirname or "defaults",
+                    tags={"arecall.entry": "arecall run"},
+                )
         except ArecallError as exc:
             sys.exit(_fail(str(exc)))
         print(result["tables"])
@@ -61,9 +64,29 @@ def _run(argv: Sequence[str]) -> int:
         value = result["metrics"]["k"][k_max]["arecall_pre_nonempty"]
         return None if value is None else float(value)
 
+    _check_group_choices(argv, CONF_DIR)
     sys.argv = ["arecall run", *argv]
     task()
     return 0
+
+
+def _check_group_choices(argv: Sequence[str], conf_dir: Any) -> None:
+    """Refuse ``group=option`` overrides naming no config file, in one line, before Hydra does.
+
+    Hydra's own message for this spans a dozen lines; the check is the same (the option's YAML
+    file must exist), only the message is shorter. Sweeps (``a,b``) check each choice.
+    """
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if not sep or "." in key or key.startswith(("+", "~", "-", "hydra")):
+            continue
+        group = conf_dir / key
+        if not group.is_dir():
+            continue
+        for option in value.split(","):
+            if not (group / f"{option}.yaml").is_file():
+                known = ", ".join(sorted(p.stem for p in group.glob("*.yaml")))
+                raise ArecallError(f"{key}={option}: no such {key} config (known: {known})")
 
 
 def _readme(argv: Sequence[str]) -> int:

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from arecall.atomic import write_with
+from arecall.atomic import write_parquet
 from arecall.errors import ArecallError
 
 __all__ = ["TABLES", "Collection"]
@@ -157,8 +157,7 @@ class Collection:
         """Write one Parquet file per table (each atomically)."""
         out = Path(directory)
         for name in TABLES:
-            frame: pd.DataFrame = getattr(self, name)
-            write_with(out / f"{name}.parquet", lambda tmp, f=frame: f.to_parquet(tmp, index=False))
+            write_parquet(out / f"{name}.parquet", getattr(self, name))
 
     @classmethod
     def load(cls, directory: str | Path) -> Collection:

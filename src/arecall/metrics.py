@@ -127,9 +127,7 @@ def ndcg_at_k(retrieved: Sequence[str], relevant: Iterable[str], k: int) -> floa
     _check_k(k)
     rel = set(relevant)
     dcg = sum(
-        1.0 / math.log2(rank + 1)
-        for rank, item in enumerate(retrieved[:k], start=1)
-        if item in rel
+        1.0 / math.log2(rank + 1) for rank, item in enumerate(retrieved[:k], start=1) if item in rel
     )
     ideal = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(len(rel), k) + 1))
     return dcg / ideal if ideal else 0.0

@@ -13,12 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 from tqdm.auto import tqdm
 
-from arecall.atomic import write_json, write_text, write_with
+from arecall.atomic import write_json, write_parquet, write_text, write_with
 from arecall.collection import Collection
 from arecall.config import checked, default_config, ks_of
 from arecall.corpora import load_corpus
@@ -27,7 +26,7 @@ from arecall.placement import PlacedLists, place_all
 from arecall.profiles import apply_profiles
 from arecall.proof import check_properties, check_run, failures
 from arecall.ranking import Ranking, rank_scores
-from arecall.report import curve_frame, main_table, render_tables, restricted_table
+from arecall.report import curve_frame, render_tables
 from arecall.retrievers import make_retriever
 from arecall.scoring import PairScores, score_pairs, summarise
 
@@ -61,6 +60,10 @@ class Layout:
     curve = property(lambda self: self.reports / "arecall_at_k.csv")
     plot = property(lambda self: self.reports / "arecall_at_k.png")
 
+    def report_files(self) -> dict[str, Path]:
+        """The files a run reports (and logs to MLflow), by name."""
+        return {n: getattr(self, n) for n in ("metrics", "proof", "tables", "curve", "plot")}
+
 
 # -- the stages ---------------------------------------------------------------------------------
 
@@ -74,8 +77,9 @@ def generate(cfg: Mapping[str, Any], layout: Layout) -> Collection:
 
 def _score_in_chunks(retriever: Any, texts: list[str], chunk: int) -> sp.csr_matrix:
     parts = []
-    for start in tqdm(range(0, len(texts), chunk), desc="rank", unit="chunk",
-                      disable=len(texts) <= chunk):
+    for start in tqdm(
+        range(0, len(texts), chunk), desc="rank", unit="chunk", disable=len(texts) <= chunk
+    ):
         parts.append(retriever.score(texts[start : start + chunk]))
     return sp.vstack(parts).tocsr() if parts else sp.csr_matrix((0, 0))
 
@@ -96,8 +100,9 @@ def filter_lists(cfg: Mapping[str, Any], layout: Layout) -> PlacedLists:
     """Apply both placements for every principal and query at the largest K."""
     collection = Collection.load(layout.corpus)
     ranking = Ranking.load(layout.ranking)
-    lists = place_all(ranking.doc_index, collection.acl_matrix(), max(ks_of(cfg)),
-                      truncated=ranking.truncated)
+    lists = place_all(
+        ranking.doc_index, collection.acl_matrix(), max(ks_of(cfg)), truncated=ranking.truncated
+    )
     lists.save(layout.lists)
     return lists
 
@@ -106,8 +111,9 @@ def _pair_scores(cfg: Mapping[str, Any], layout: Layout) -> tuple[Collection, Pa
     collection = Collection.load(layout.corpus)
     ranking = Ranking.load(layout.ranking)
     lists = PlacedLists.load(layout.lists)
-    scores = score_pairs(ranking.doc_index, lists, collection.relevance_matrix(),
-                         collection.acl_matrix(), ks_of(cfg))
+    scores = score_pairs(
+        ranking.doc_index, lists, collection.relevance_matrix(), collection.acl_matrix(), ks_of(cfg)
+    )
     return collection, scores
 
 
@@ -115,7 +121,7 @@ def score(cfg: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
     """Score every pair, K and placement; write the per-pair table and metrics.json."""
     collection, scores = _pair_scores(cfg, layout)
     frame = scores.to_frame(collection.query_ids, collection.principal_names)
-    write_with(layout.pairs, lambda tmp: frame.to_parquet(tmp, index=False))
+    write_parquet(layout.pairs, frame)
     metrics = summarise(scores, n_documents=len(collection.documents))
     write_json(layout.metrics, metrics)
     return metrics
@@ -127,13 +133,21 @@ def prove(cfg: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
     collection, scores = _pair_scores(cfg, layout)
     lists = PlacedLists.load(layout.lists)
     results = check_properties(int(pcfg.get("max_examples", 200)))
-    results += check_run(lists, scores, collection.acl_matrix(), query_ids=collection.query_ids,
-                         principals=collection.principal_names, doc_ids=collection.doc_ids)
+    results += check_run(
+        lists,
+        scores,
+        collection.acl_matrix(),
+        query_ids=collection.query_ids,
+        principals=collection.principal_names,
+        doc_ids=collection.doc_ids,
+    )
     failed = failures(results)
     if failed:
         first = failed[0]
-        raise ArecallError(f"prove: claim {first.claim!r} ({first.statement}) fails: "
-                           f"counterexample {first.counterexample}")
+        raise ArecallError(
+            f"prove: claim {first.claim!r} ({first.statement}) fails: "
+            f"counterexample {first.counterexample}"
+        )
     proof = {"passed": True, "claims": [r.as_dict() for r in results]}
     write_json(layout.proof, proof)
     return proof

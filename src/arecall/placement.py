@@ -93,7 +93,7 @@ def _compact(mask: np.ndarray, ranking: np.ndarray, k_max: int) -> tuple[np.ndar
     slot = np.cumsum(mask, axis=2) - 1
     keep = mask & (slot < k_max)
     p, q, j = np.nonzero(keep)
-    items = np.full(mask.shape[:2] + (k_max,), -1, dtype=np.int32)
+    items = np.full((*mask.shape[:2], k_max), -1, dtype=np.int32)
     ranks = np.full_like(items, -1)
     items[p, q, slot[p, q, j]] = ranking[q, j]
     ranks[p, q, slot[p, q, j]] = j
@@ -142,8 +142,12 @@ def place_all(
         top = auth[:, :, :k_max]
         post, post_rank = _compact(top, block[:, :k_max], k_max)
         sl = slice(start, start + len(block))
-        for name, arr in (("post", post), ("post_rank", post_rank), ("pre", pre),
-                          ("pre_rank", pre_rank)):
+        for name, arr in (
+            ("post", post),
+            ("post_rank", post_rank),
+            ("pre", pre),
+            ("pre_rank", pre_rank),
+        ):
             out[name][:, sl, : arr.shape[2]] = arr
     if truncated is not None and truncated.any():
         short = (out["pre"][:, :, -1] < 0) & truncated[None, :]

@@ -30,7 +30,7 @@ from arecall.metrics import (
 from arecall.placement import PlacedLists, place_all, post_filter, pre_filter
 from arecall.scoring import PairScores, score_pairs
 
-__all__ = ["ClaimResult", "Case", "check_properties", "check_run", "failures"]
+__all__ = ["Case", "ClaimResult", "check_properties", "check_run", "failures"]
 
 
 @dataclass(frozen=True)
@@ -135,8 +135,11 @@ def _batch_equals_reference(case: Case) -> bool:
     ok, k = allowed.__contains__, case.k
     lists, batch = _batch(case)
     m = {name: float(arr.ravel()[0]) for name, arr in batch.metrics.items()}
-    post_ids = [f"d{i}" for i, r in zip(lists.post[0, 0], lists.post_rank[0, 0], strict=True)
-                if i >= 0 and r < k]
+    post_ids = [
+        f"d{i}"
+        for i, r in zip(lists.post[0, 0], lists.post_rank[0, 0], strict=True)
+        if i >= 0 and r < k
+    ]
     pre_ids = [f"d{i}" for i in lists.pre[0, 0] if i >= 0]
     return (
         post_ids == post_filter(ranking, ok, k)
@@ -151,25 +154,44 @@ def _batch_equals_reference(case: Case) -> bool:
 
 
 PROPERTIES: tuple[tuple[str, str, Callable[[Case], bool]], ...] = (
-    ("post_subset_of_pre", "L_K^post ⊆ L_K^pre for every ranking, K and predicate",
-     _post_subset_of_pre),
-    ("gap_non_negative", "Δ@K = ARecall^pre@K − ARecall^post@K ≥ 0 (reference and batch code)",
-     _gap_non_negative),
+    (
+        "post_subset_of_pre",
+        "L_K^post ⊆ L_K^pre for every ranking, K and predicate",
+        _post_subset_of_pre,
+    ),
+    (
+        "gap_non_negative",
+        "Δ@K = ARecall^pre@K − ARecall^post@K ≥ 0 (reference and batch code)",
+        _gap_non_negative,
+    ),
     ("open_predicate_equals_recall", "A ≡ 1 ⇒ ARecall@K = Recall@K", _open_equals_recall),
-    ("metrics_in_unit_interval", "every metric lies in [0, 1] (reference and batch code)",
-     _in_unit_interval),
-    ("batch_equals_reference", "the pipeline's batch code equals the per-list definitions",
-     _batch_equals_reference),
+    (
+        "metrics_in_unit_interval",
+        "every metric lies in [0, 1] (reference and batch code)",
+        _in_unit_interval,
+    ),
+    (
+        "batch_equals_reference",
+        "the pipeline's batch code equals the per-list definitions",
+        _batch_equals_reference,
+    ),
 )
 
 
-def _run_property(name: str, statement: str, claim: Callable[[Case], bool],
-                  max_examples: int) -> ClaimResult:
+def _run_property(
+    name: str, statement: str, claim: Callable[[Case], bool], max_examples: int
+) -> ClaimResult:
     tried = 0
     last: list[Case] = []
 
-    @settings(max_examples=max_examples, derandomize=True, database=None, deadline=None,
-              suppress_health_check=list(HealthCheck), print_blob=False)
+    @settings(
+        max_examples=max_examples,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        print_blob=False,
+    )
     @given(cases())
     def check(case: Case) -> None:
         nonlocal tried
@@ -182,7 +204,7 @@ def _run_property(name: str, statement: str, claim: Callable[[Case], bool],
     except AssertionError:
         return ClaimResult(name, statement, "property", tried, False, repr(last[0]))
     except Exception as exc:  # the code under test crashed: that refutes the claim too
-        detail = f"{repr(last[0])} raised {type(exc).__name__}: {exc}"
+        detail = f"{last[0]!r} raised {type(exc).__name__}: {exc}"
         return ClaimResult(name, statement, "property", tried, False, detail)
     return ClaimResult(name, statement, "property", tried, True)
 
@@ -225,10 +247,11 @@ def check_run(
     pidx, qidx = np.meshgrid(np.arange(n_p), np.arange(n_q), indexing="ij")
     for k in scores.ks:
         pre_k = lists.pre[:, :, :k]
-        keys = np.sort(((pidx[:, :, None] * n_q + qidx[:, :, None]) * (n_docs + 1)
-                        + pre_k + 1)[pre_k >= 0])
+        keys = np.sort(
+            ((pidx[:, :, None] * n_q + qidx[:, :, None]) * (n_docs + 1) + pre_k + 1)[pre_k >= 0]
+        )
         in_post = (lists.post >= 0) & (lists.post_rank < k)
-        probe = ((pidx[:, :, None] * n_q + qidx[:, :, None]) * (n_docs + 1) + lists.post + 1)
+        probe = (pidx[:, :, None] * n_q + qidx[:, :, None]) * (n_docs + 1) + lists.post + 1
         pos = np.minimum(np.searchsorted(keys, probe), max(len(keys) - 1, 0))
         found = (keys[pos] == probe) if len(keys) else np.zeros(probe.shape, dtype=bool)
         missing = in_post & ~found
@@ -236,8 +259,16 @@ def check_run(
             p, q, j = (int(x[0]) for x in np.nonzero(missing))
             bad = f"{where(p, q, k)}: post item {doc_ids[lists.post[p, q, j]]!r} not in pre"
             break
-    results.append(ClaimResult("run_post_subset_of_pre", "post ⊆ pre on this run's lists",
-                               "data", pairs * len(scores.ks), bad is None, bad))
+    results.append(
+        ClaimResult(
+            "run_post_subset_of_pre",
+            "post ⊆ pre on this run's lists",
+            "data",
+            pairs * len(scores.ks),
+            bad is None,
+            bad,
+        )
+    )
 
     gap = scores.metrics["arecall_pre"] - scores.metrics["arecall_post"]
     neg = np.argwhere(gap < 0)
@@ -245,8 +276,16 @@ def check_run(
     if len(neg):
         p, q, i = (int(x) for x in neg[0])
         bad = f"{where(p, q, scores.ks[i])}: Δ = {gap[p, q, i]:+.6f}"
-    results.append(ClaimResult("run_gap_non_negative", "Δ@K ≥ 0 for every pair on this run",
-                               "data", pairs * len(scores.ks), bad is None, bad))
+    results.append(
+        ClaimResult(
+            "run_gap_non_negative",
+            "Δ@K ≥ 0 for every pair on this run",
+            "data",
+            pairs * len(scores.ks),
+            bad is None,
+            bad,
+        )
+    )
 
     bad = None
     for name in ("pre", "post"):
@@ -257,8 +296,16 @@ def check_run(
             p, q, j = (int(x[0]) for x in np.nonzero(leak))
             bad = f"{where(p, q)}: {name} list holds unauthorized {doc_ids[items[p, q, j]]!r}"
             break
-    results.append(ClaimResult("run_lists_authorized", "no pre or post list holds an "
-                               "unauthorized item", "data", pairs, bad is None, bad))
+    results.append(
+        ClaimResult(
+            "run_lists_authorized",
+            "no pre or post list holds an unauthorized item",
+            "data",
+            pairs,
+            bad is None,
+            bad,
+        )
+    )
     return results
 
 

@@ -26,8 +26,12 @@ def _spliced(readme: str, tables: str, where: Path) -> str:
     return f"{head}{BEGIN}\n{tables.rstrip()}\n{END}{tail}"
 
 
-def sync_readme(readme: str | Path = "README.md", tables: str | Path = "reports/tables.md",
-                *, check: bool = False) -> bool:
+def sync_readme(
+    readme: str | Path = "README.md",
+    tables: str | Path = "reports/tables.md",
+    *,
+    check: bool = False,
+) -> bool:
     """Splice ``tables`` into ``readme``; with ``check``, only report whether they agree.
 
     Returns True when the README already agreed.

@@ -34,17 +34,19 @@ def main_table(metrics: Mapping[str, Any]) -> pd.DataFrame:
     """Per-K means over all query-principal pairs (R_A = ∅ counts as ARecall 1, as the seed)."""
     rows = []
     for k, v in metrics["k"].items():
-        rows.append({
-            "K": int(k),
-            "Recall": v["recall"],
-            "ARecall post": v["arecall_post"],
-            "ARecall pre": v["arecall_pre"],
-            "gap": v["gap"],
-            "P@K": v["precision"],
-            "nDCG": v["ndcg"],
-            "unusable in top-K": v["unusable"],
-            "post returned/K": v["returned_post"],
-        })
+        rows.append(
+            {
+                "K": int(k),
+                "Recall": v["recall"],
+                "ARecall post": v["arecall_post"],
+                "ARecall pre": v["arecall_pre"],
+                "gap": v["gap"],
+                "P@K": v["precision"],
+                "nDCG": v["ndcg"],
+                "unusable in top-K": v["unusable"],
+                "post returned/K": v["returned_post"],
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -52,12 +54,14 @@ def restricted_table(metrics: Mapping[str, Any]) -> pd.DataFrame:
     """Per-K means over pairs with R_A ≠ ∅ only (the excluded convention)."""
     rows = []
     for k, v in metrics["k"].items():
-        rows.append({
-            "K": int(k),
-            "ARecall post": v["arecall_post_nonempty"],
-            "ARecall pre": v["arecall_pre_nonempty"],
-            "gap": v["gap_nonempty"],
-        })
+        rows.append(
+            {
+                "K": int(k),
+                "ARecall post": v["arecall_post_nonempty"],
+                "ARecall pre": v["arecall_pre_nonempty"],
+                "gap": v["gap_nonempty"],
+            }
+        )
     return pd.DataFrame(rows)
 
 

@@ -25,8 +25,14 @@ from arecall.placement import PlacedLists
 __all__ = ["PAIR_METRICS", "PairScores", "exact_mean", "score_pairs", "summarise"]
 
 PAIR_METRICS = (
-    "recall", "precision", "ndcg", "unusable", "arecall_post", "arecall_pre",
-    "returned_post", "returned_pre",
+    "recall",
+    "precision",
+    "ndcg",
+    "unusable",
+    "arecall_post",
+    "arecall_pre",
+    "returned_post",
+    "returned_pre",
 )
 
 
@@ -188,8 +194,9 @@ def exact_mean(values: np.ndarray) -> float | None:
     if not x.size:
         return None
     uniques, counts = np.unique(x, return_counts=True)
-    total = sum((Fraction(float(v)) * int(c) for v, c in zip(uniques, counts, strict=True)),
-                Fraction(0))
+    total = sum(
+        (Fraction(float(v)) * int(c) for v, c in zip(uniques, counts, strict=True)), Fraction(0)
+    )
     return float(total / x.size)
 
 
@@ -206,9 +213,7 @@ def summarise(scores: PairScores, *, n_documents: int) -> dict[str, Any]:
     nonempty = scores.n_authorized_relevant > 0  # (P, Q)
     per_k: dict[str, dict[str, Any]] = {}
     for i, k in enumerate(scores.ks):
-        row: dict[str, Any] = {
-            name: exact_mean(m[name][:, :, i]) for name in PAIR_METRICS
-        }
+        row: dict[str, Any] = {name: exact_mean(m[name][:, :, i]) for name in PAIR_METRICS}
         post_nz = exact_mean(m["arecall_post"][:, :, i][nonempty])
         pre_nz = exact_mean(m["arecall_pre"][:, :, i][nonempty])
         row["arecall_post_nonempty"] = post_nz

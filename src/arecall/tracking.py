@@ -22,8 +22,17 @@ from arecall.report import main_table, restricted_table
 __all__ = ["METRIC_KEYS", "log_run", "tracking_uri"]
 
 METRIC_KEYS = (
-    "recall", "precision", "ndcg", "unusable", "arecall_post", "arecall_pre", "gap",
-    "arecall_post_nonempty", "arecall_pre_nonempty", "gap_nonempty", "returned_post",
+    "recall",
+    "precision",
+    "ndcg",
+    "unusable",
+    "arecall_post",
+    "arecall_pre",
+    "gap",
+    "arecall_post_nonempty",
+    "arecall_pre_nonempty",
+    "gap_nonempty",
+    "returned_post",
     "returned_pre",
 )
 
@@ -99,9 +108,12 @@ def log_run(
 
     mlflow.set_tracking_uri(tracking_uri(root))
     mlflow.set_experiment(str(cfg.get("tracking", {}).get("experiment") or "arecall"))
-    run_tags = {"arecall.corpus": str(cfg["corpus"]["name"]),
-                "arecall.retriever": str(cfg["retriever"]["name"]),
-                "arecall.profiles": str(cfg["profiles"]["name"]), **(tags or {})}
+    run_tags = {
+        "arecall.corpus": str(cfg["corpus"]["name"]),
+        "arecall.retriever": str(cfg["retriever"]["name"]),
+        "arecall.profiles": str(cfg["profiles"]["name"]),
+        **(tags or {}),
+    }
     if parent_run_id:
         run_tags["mlflow.parentRunId"] = parent_run_id
     with mlflow.start_run(run_name=run_name, tags=run_tags) as run:
@@ -110,11 +122,10 @@ def log_run(
         for key, value, step in stepped:
             mlflow.log_metric(key, value, step=step)
         mlflow.log_table(main_table(metrics), artifact_file="tables/arecall_at_k.json")
-        mlflow.log_table(restricted_table(metrics),
-                         artifact_file="tables/arecall_at_k_nonempty.json")
         mlflow.log_table(
-            _proof_frame(claims), artifact_file="tables/proof.json"
+            restricted_table(metrics), artifact_file="tables/arecall_at_k_nonempty.json"
         )
+        mlflow.log_table(_proof_frame(claims), artifact_file="tables/proof.json")
         mlflow.log_text(tables_md, "tables/tables.md")
         mlflow.log_dict(proof, "proof/proof.json")
         for path in reports.values():
@@ -127,7 +138,15 @@ def _proof_frame(claims: list[dict[str, Any]]) -> Any:
     import pandas as pd
 
     return pd.DataFrame(
-        [{"claim": c["claim"], "statement": c["statement"], "kind": c["kind"],
-          "examples": c["examples"], "passed": c["passed"],
-          "counterexample": c["counterexample"] or ""} for c in claims]
+        [
+            {
+                "claim": c["claim"],
+                "statement": c["statement"],
+                "kind": c["kind"],
+                "examples": c["examples"],
+                "passed": c["passed"],
+                "counterexample": c["counterexample"] or "",
+            }
+            for c in claims
+        ]
     )

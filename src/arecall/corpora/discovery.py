@@ -25,30 +25,90 @@ class _Domain(NamedTuple):
 
 
 _DOMAINS = (
-    _Domain("purification", "purification recovery yield elution buffer capture polish load",
-            ("batch records", "step yields", "buffer conditions", "load challenges",
-             "elution pools"), "internal"),
-    _Domain("chromatography", "chromatography column peak resolution retention gradient pooling",
-            ("peak tables", "column performance", "gradient profiles", "pooling decisions",
-             "resolution trends"), "internal"),
-    _Domain("fermentation", "fermentation bioreactor viability titer feed dissolved oxygen",
-            ("viability curves", "titer profiles", "feed schedules", "oxygen transfer",
-             "harvest criteria"), "internal"),
-    _Domain("analytics", "assay analytical potency purity impurity release specification",
-            ("potency assays", "purity results", "impurity profiles", "release testing",
-             "specification limits"), "confidential"),
-    _Domain("clinical", "clinical subject endpoint adverse dose cohort visit",
-            ("subject observations", "endpoint summaries", "adverse events", "dose cohorts",
-             "visit schedules"), "restricted"),
-    _Domain("supply", "supply inventory lot shipment warehouse cold chain logistics",
-            ("lot inventory", "shipment tracking", "cold chain excursions", "warehouse stock",
-             "logistics routes"), "internal"),
-    _Domain("equipment", "equipment calibration maintenance asset downtime utilisation sensor",
-            ("calibration records", "maintenance logs", "downtime events", "asset utilisation",
-             "sensor streams"), "internal"),
-    _Domain("quality", "quality deviation capa audit complaint change control batch disposition",
-            ("deviations", "CAPA records", "audit findings", "complaints", "batch disposition"),
-            "confidential"),
+    _Domain(
+        "purification",
+        "purification recovery yield elution buffer capture polish load",
+        ("batch records", "step yields", "buffer conditions", "load challenges", "elution pools"),
+        "internal",
+    ),
+    _Domain(
+        "chromatography",
+        "chromatography column peak resolution retention gradient pooling",
+        (
+            "peak tables",
+            "column performance",
+            "gradient profiles",
+            "pooling decisions",
+            "resolution trends",
+        ),
+        "internal",
+    ),
+    _Domain(
+        "fermentation",
+        "fermentation bioreactor viability titer feed dissolved oxygen",
+        (
+            "viability curves",
+            "titer profiles",
+            "feed schedules",
+            "oxygen transfer",
+            "harvest criteria",
+        ),
+        "internal",
+    ),
+    _Domain(
+        "analytics",
+        "assay analytical potency purity impurity release specification",
+        (
+            "potency assays",
+            "purity results",
+            "impurity profiles",
+            "release testing",
+            "specification limits",
+        ),
+        "confidential",
+    ),
+    _Domain(
+        "clinical",
+        "clinical subject endpoint adverse dose cohort visit",
+        (
+            "subject observations",
+            "endpoint summaries",
+            "adverse events",
+            "dose cohorts",
+            "visit schedules",
+        ),
+        "restricted",
+    ),
+    _Domain(
+        "supply",
+        "supply inventory lot shipment warehouse cold chain logistics",
+        (
+            "lot inventory",
+            "shipment tracking",
+            "cold chain excursions",
+            "warehouse stock",
+            "logistics routes",
+        ),
+        "internal",
+    ),
+    _Domain(
+        "equipment",
+        "equipment calibration maintenance asset downtime utilisation sensor",
+        (
+            "calibration records",
+            "maintenance logs",
+            "downtime events",
+            "asset utilisation",
+            "sensor streams",
+        ),
+        "internal",
+    ),
+    _Domain(
+        "quality",
+        "quality deviation capa audit complaint change control batch disposition",
+        ("deviations", "CAPA records", "audit findings", "complaints", "batch disposition"),
+        "confidential",
+    ),
 )
 
 _CAPABILITIES = ("search", "aggregate", "compare", "summarize")
@@ -56,8 +116,10 @@ _QUERIES_PER_DOMAIN = 3
 
 # principal -> (clearance, domains granted in full)
 _PRINCIPALS = {
-    "process-engineer": ("confidential",
-                         ("purification", "chromatography", "fermentation", "equipment")),
+    "process-engineer": (
+        "confidential",
+        ("purification", "chromatography", "fermentation", "equipment"),
+    ),
     "analyst": ("confidential", ("analytics", "chromatography", "quality")),
     "clinical-reviewer": ("restricted", ("clinical", "analytics")),
     "external-auditor": ("internal", ("quality",)),

@@ -140,9 +140,7 @@ def collection_from_seed(
         )
         for doc in p["grants"]:
             if doc not in known:
-                raise ArecallError(
-                    f"{where}.grants: {doc!r} is not a dataset id in {corpus_file}"
-                )
+                raise ArecallError(f"{where}.grants: {doc!r} is not a dataset id in {corpus_file}")
             acl.append({"principal": name, "doc_id": doc})
 
     return Collection.build(

@@ -25,8 +25,12 @@ def run_stage(name: str) -> int:
             if cfg["tracking"].get("enabled", True):
                 from arecall.tracking import log_run
 
-                run_id = log_run(cfg, _reports(layout), run_name="dvc-repro",
-                                 tags={"arecall.entry": "dvc repro"})
+                run_id = log_run(
+                    cfg,
+                    layout.report_files(),
+                    run_name="dvc-repro",
+                    tags={"arecall.entry": "dvc repro"},
+                )
                 print(f"mlflow run {run_id}")
         else:
             STAGES[name](cfg, layout)
@@ -36,8 +40,3 @@ def run_stage(name: str) -> int:
         print(f"arecall: error: {exc}", file=sys.stderr)
         return 2
     return 0
-
-
-def _reports(layout: object) -> dict[str, object]:
-    names = ("metrics", "proof", "tables", "curve", "plot")
-    return {n: getattr(layout, n) for n in names}

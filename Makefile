@@ -1,0 +1,47 @@
+# arecall: two commands from a fresh clone with Python 3.11+ on the machine.
+#   make repro  — create .venv if missing, install, run `dvc repro`, sync the README, print tables
+#   make test   — same install, run the test suite
+SHELL := /bin/bash
+export MLFLOW_DISABLE_TELEMETRY := true
+export DVC_NO_ANALYTICS := 1
+export PYTHONHASHSEED := 0
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install repro test lint bench-evaluate bench-vector ui clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+repro: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
+	$(BIN)/arecall readme
+	@cat reports/tables.md
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/mypy
+
+bench-evaluate: $(STAMP)
+	$(BIN)/python benchmarks/bench_evaluate.py
+
+bench-vector: $(STAMP)
+	$(BIN)/python benchmarks/bench_vector.py
+
+ui: $(STAMP)
+	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db --host 127.0.0.1 --port 5000
+
+clean:
+	rm -rf outputs multirun .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,114 @@
+"""Bad input ends with one clear line, exit status ≠ 0, no traceback, nothing half-written."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, VENV_BIN, write_seed_dir
+
+
+def run_arecall(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(VENV_BIN / "arecall"), *args], capture_output=True, text=True, cwd=cwd
+    )
+
+
+def _edit(path: Path, fn) -> None:
+    data = json.loads(path.read_text())
+    fn(data)
+    path.write_text(json.dumps(data))
+
+
+CASES = {
+    "missing file": (lambda d: (d / "queries.json").unlink(), "queries.json: file not found"),
+    "invalid json": (
+        lambda d: (d / "profiles.json").write_text('{"profiles": {\n  "a": }'),
+        "profiles.json: line 2: invalid JSON",
+    ),
+    "missing field": (
+        lambda d: _edit(d / "queries.json", lambda q: q["queries"][2].pop("relevant")),
+        "queries.json: queries[2]: missing field 'relevant'",
+    ),
+    "unknown relevant id": (
+        lambda d: _edit(d / "queries.json", lambda q: q["queries"][1]["relevant"].append("nope")),
+        "queries.json: queries[1].relevant[",
+    ),
+    "duplicate dataset id": (
+        lambda d: _edit(d / "corpus.json", lambda c: c["datasets"].append(dict(c["datasets"][0]))),
+        "corpus.json: duplicate dataset id",
+    ),
+    "grant to unknown id": (
+        lambda d: _edit(
+            d / "profiles.json", lambda p: p["profiles"]["p0"]["grants"].update({"ghost": []})
+        ),
+        "profiles.json: profiles['p0']",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_malformed_seed_json_gives_one_line_and_writes_nothing(tmp_path, case):
+    d = write_seed_dir(tmp_path / "corpus", 3)
+    breaker, expected = CASES[case]
+    breaker(d)
+    out = tmp_path / "out"
+    proc = run_arecall("run", "corpus=seed_json", f"corpus.path={d}", f"hydra.run.dir={out}")
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("arecall: error: ") and expected in lines[0], lines[0]
+    assert not (out / "metrics.json").exists()
+    assert not (out / "data" / "corpus").exists()
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("evaluation.ks=[1,0]", "evaluation.ks[1]: must be a positive integer, got 0"),
+        ("corpus=seed_json", "corpus.path: required"),
+    ],
+)
+def test_bad_config_values_give_one_line(tmp_path, override, expected):
+    proc = run_arecall("run", override, f"hydra.run.dir={tmp_path / 'out'}")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert expected in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_unknown_retriever_is_refused_by_name_without_traceback(tmp_path):
+    proc = run_arecall("run", "retriever=bogus", f"hydra.run.dir={tmp_path / 'out'}")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == (
+        "arecall: error: retriever=bogus: no such retriever config (known: sklearn_tfidf, tfidf)"
+    )
+
+
+def test_unknown_retriever_in_params_yaml_fails_the_dvc_stage_with_one_line(tmp_path):
+    work = tmp_path / "w"
+    work.mkdir()
+    params = (ROOT / "params.yaml").read_text().replace("name: tfidf", "name: bogus")
+    (work / "params.yaml").write_text(params)
+    shutil.copytree(ROOT / "reports", work / "reports")
+    gen = subprocess.run(
+        [str(VENV_BIN / "python"), "-m", "arecall.stages.generate"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+    )
+    assert gen.returncode == 0, gen.stderr
+    proc = subprocess.run(
+        [str(VENV_BIN / "python"), "-m", "arecall.stages.rank"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == (
+        "arecall: error: retriever.name: unknown retriever 'bogus' (known: sklearn_tfidf, tfidf)"
+    )
+    assert not (work / "data" / "rank").exists()

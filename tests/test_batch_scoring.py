@@ -1,0 +1,86 @@
+"""The vectorised all-pairs code equals the per-list definitions, exactly."""
+
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import arecall
+from arecall.placement import place_all
+from arecall.ranking import rank_scores
+from arecall.scoring import exact_mean, score_pairs
+
+
+@st.composite
+def worlds(draw):
+    n_docs = draw(st.integers(1, 12))
+    n_q = draw(st.integers(1, 4))
+    n_p = draw(st.integers(1, 3))
+    scores = draw(
+        st.lists(
+            st.lists(st.sampled_from([0.0, 0.1, 0.5, 0.5, 0.9]), min_size=n_docs, max_size=n_docs),
+            min_size=n_q,
+            max_size=n_q,
+        )
+    )
+    rel = draw(
+        st.lists(
+            st.lists(st.booleans(), min_size=n_docs, max_size=n_docs), min_size=n_q, max_size=n_q
+        )
+    )
+    acl = draw(
+        st.lists(
+            st.lists(st.booleans(), min_size=n_docs, max_size=n_docs), min_size=n_p, max_size=n_p
+        )
+    )
+    ks = tuple(sorted(draw(st.sets(st.integers(1, 14), min_size=1, max_size=3))))
+    return np.array(scores), np.array(rel), np.array(acl), ks
+
+
+@settings(max_examples=150, deadline=None)
+@given(worlds())
+def test_batch_metrics_equal_per_list_metrics_for_every_pair(world):
+    scores, rel, acl, ks = world
+    ranking = rank_scores(sp.csr_matrix(scores)).doc_index
+    acl_m, rel_m = sp.csr_matrix(acl), sp.csr_matrix(rel.astype(float))
+    lists = place_all(ranking, acl_m, max(ks))
+    got = score_pairs(ranking, lists, rel_m, acl_m, ks)
+    for q in range(scores.shape[0]):
+        ranked = [f"d{j}" for j in ranking[q] if j >= 0]
+        relevant = {f"d{j}" for j in np.flatnonzero(rel[q])}
+        assert got.reciprocal_rank[q] == arecall.reciprocal_rank(ranked, relevant)
+        for p in range(acl.shape[0]):
+            ok = {f"d{j}" for j in np.flatnonzero(acl[p])}.__contains__
+            for i, k in enumerate(ks):
+                post = arecall.post_filter(ranked, ok, k)
+                pre = arecall.pre_filter(ranked, ok, k)
+                m = {name: arr[p, q, i] for name, arr in got.metrics.items()}
+                assert m["recall"] == arecall.recall_at_k(ranked, relevant, k)
+                assert m["precision"] == arecall.precision_at_k(ranked, relevant, k)
+                assert abs(m["ndcg"] - arecall.ndcg_at_k(ranked, relevant, k)) < 1e-12
+                assert m["unusable"] == arecall.unusable_fraction_at_k(ranked, ok, k)
+                assert m["arecall_post"] == arecall.authorized_recall_at_k(post, relevant, ok, k)
+                assert m["arecall_pre"] == arecall.authorized_recall_at_k(pre, relevant, ok, k)
+                assert m["returned_post"] == len(post) / k
+                assert m["returned_pre"] == len(pre) / k
+
+
+def test_ranking_breaks_ties_by_ascending_document_id():
+    ranking = rank_scores(sp.csr_matrix([[0.5, 0.9, 0.5, 0.0, 0.5]])).doc_index
+    assert ranking.tolist() == [[1, 0, 2, 4]]
+
+
+def test_ranking_drops_documents_scoring_zero_and_respects_depth():
+    r = rank_scores(sp.csr_matrix([[0.0, 0.3, 0.2, 0.1]]), depth=2)
+    assert r.doc_index.tolist() == [[1, 2]]
+    assert r.truncated.tolist() == [True]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 1 / 3, 0.5, 2 / 3, 0.8625, 1.0, 0.1]), min_size=1))
+def test_exact_mean_is_the_correctly_rounded_mean_like_statistics_mean(values):
+    assert exact_mean(np.array(values)) == statistics.mean(values)

@@ -1,0 +1,118 @@
+"""`dvc repro` on a fresh copy regenerates the committed reports byte for byte and logs MLflow.
+
+The copy is a new git repository holding exactly the files git would clone, so this is the
+clean-clone check in miniature: no stray local state can make it pass.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from conftest import ROOT, VENV_BIN
+
+pytestmark = pytest.mark.slow
+
+REPORTS = ("metrics.json", "proof.json", "tables.md", "arecall_at_k.csv", "arecall_at_k.png")
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout
+
+
+@pytest.fixture(scope="module")
+def fresh_clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    work = tmp_path_factory.mktemp("clone") / "arecall"
+    files = _git(ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+    for name in filter(None, files.split("\0")):
+        src = ROOT / name
+        if not src.exists() and not src.is_symlink():
+            continue
+        dst = work / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():
+            dst.symlink_to(os.readlink(src))
+        elif src.is_file():
+            shutil.copy2(src, dst)
+    _git(work, "init", "-q")
+    _git(work, "add", "-A")
+    _git(work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "snapshot")
+    return work
+
+
+def _env(work: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env['PATH']}"
+    env["DVC_NO_ANALYTICS"] = "1"
+    env["MLFLOW_DISABLE_TELEMETRY"] = "true"
+    return env
+
+
+def test_dvc_repro_regenerates_the_committed_reports_and_leaves_git_clean(fresh_clone: Path):
+    for name in REPORTS:
+        (fresh_clone / "reports" / name).unlink()
+    proc = subprocess.run(
+        [str(VENV_BIN / "dvc"), "repro"],
+        cwd=fresh_clone,
+        env=_env(fresh_clone),
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for name in REPORTS:
+        assert (fresh_clone / "reports" / name).read_bytes() == (
+            ROOT / "reports" / name
+        ).read_bytes(), name
+    assert _git(fresh_clone, "status", "--porcelain") == ""
+
+
+def test_every_dvc_repro_logs_one_mlflow_run_with_metrics_tables_and_proof(fresh_clone: Path):
+    proc = subprocess.run(
+        [str(VENV_BIN / "dvc"), "repro"],
+        cwd=fresh_clone,
+        env=_env(fresh_clone),
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    client = MlflowClient(tracking_uri=f"sqlite:///{fresh_clone}/mlflow.db")
+    experiment = client.get_experiment_by_name("arecall")
+    runs = client.search_runs([experiment.experiment_id])
+    assert len(runs) == 2  # one per dvc repro in this module
+    run = runs[0]
+    assert run.data.metrics["arecall_pre_nonempty_at_5"] == pytest.approx(0.96)
+    assert run.data.metrics["proof_claims_failed"] == 0
+    assert run.data.params["retriever.name"] == "tfidf"
+    history = client.get_metric_history(run.info.run_id, "arecall_pre")
+    assert sorted(m.step for m in history) == [1, 3, 5, 10]
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "tables")}
+    assert "tables/arecall_at_k.json" in artifacts and "tables/tables.md" in artifacts
+    proof = json.loads(
+        Path(client.download_artifacts(run.info.run_id, "proof/proof.json")).read_text()
+    )
+    assert proof["passed"] and all(c["passed"] for c in proof["claims"])
+    assert _git(fresh_clone, "status", "--porcelain") == ""
+
+
+def test_dvc_exp_run_with_sklearn_tfidf_gives_the_same_table(fresh_clone: Path):
+    before = json.loads((fresh_clone / "reports" / "metrics.json").read_text())
+    proc = subprocess.run(
+        [str(VENV_BIN / "dvc"), "exp", "run", "-S", "retriever=sklearn_tfidf"],
+        cwd=fresh_clone,
+        env=_env(fresh_clone),
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    params = (fresh_clone / "params.yaml").read_text()
+    assert "sklearn_tfidf" in params
+    after = json.loads((fresh_clone / "reports" / "metrics.json").read_text())
+    assert after == before

@@ -1,0 +1,129 @@
+"""arecall reproduces authorized-recall 0.1.0's numbers: its corpus, its retriever, its table.
+
+The seed package is installed as a dev-only oracle and run as a separate process where the
+claim is about the command line (``--json DIR --emit``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+from authorized_recall import TfIdfIndex
+from authorized_recall.corpus import build
+from authorized_recall.experiment import _document
+from authorized_recall.experiment import run as seed_run
+
+from arecall.config import default_config
+from arecall.corpora.discovery import discovery_records
+from arecall.corpora.seed_json import document_text, read_seed_json
+from arecall.pipeline import run_in_memory
+from arecall.ranking import rank_scores
+from arecall.retrievers import make_retriever
+
+from conftest import VENV_BIN, write_seed_dir
+
+SEED_KEYS = (
+    "recall",
+    "arecall_post",
+    "arecall_pre",
+    "precision",
+    "ndcg",
+    "unusable",
+    "arecall_post_nonempty",
+    "arecall_pre_nonempty",
+    "n_nonempty",
+    "gap",
+    "gap_nonempty",
+)
+
+
+def assert_same_numbers(ours: dict, theirs: dict) -> None:
+    for key in ("datasets", "queries", "profiles", "pairs"):
+        assert ours[key] == theirs[key], key
+    assert ours["mrr"] == pytest.approx(theirs["mrr"], abs=1e-12)
+    for k, row in theirs["k"].items():
+        for key in SEED_KEYS:
+            assert ours["k"][str(k)][key] == pytest.approx(row[key], abs=1e-12), (k, key)
+
+
+def test_discovery_records_are_the_seed_corpus_record_for_record():
+    assert discovery_records() == build()
+
+
+def test_document_text_is_the_seed_document_text():
+    for d in build()[0]:
+        assert document_text(d) == _document(d)
+
+
+@pytest.mark.parametrize("retriever", ["tfidf", "sklearn_tfidf"])
+def test_both_retrievers_reproduce_the_seed_table(retriever):
+    out = run_in_memory(
+        default_config([f"retriever={retriever}", "evaluation.proof.max_examples=20"])
+    )
+    seed = seed_run()
+    assert_same_numbers(out["metrics"], {**seed, "k": {str(k): v for k, v in seed["k"].items()}})
+    assert out["metrics"]["unauthorized_relevant"] == 330
+    assert out["metrics"]["total_relevant"] == 480
+    # the headline figures, as printed
+    five = out["metrics"]["k"]["5"]
+    assert (
+        f"{five['arecall_post_nonempty']:.3f}",
+        f"{five['arecall_pre_nonempty']:.3f}",
+        f"{five['gap_nonempty']:+.3f}",
+        f"{five['recall']:.3f}",
+    ) == ("0.853", "0.960", "+0.107", "0.867")
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_builtin_tfidf_scores_equal_the_seed_index_scores(tmp_path, seed):
+    d = write_seed_dir(tmp_path, seed)
+    collection = read_seed_json(d)
+    datasets = json.loads((d / "corpus.json").read_text())["datasets"]
+    index = TfIdfIndex({x["dataset"]: _document(x) for x in datasets})
+    r = make_retriever({"name": "tfidf"}).fit(collection.documents["text"].tolist())
+    scores = r.score(collection.queries["text"].tolist()).toarray()
+    ranking = rank_scores(r.score(collection.queries["text"].tolist())).doc_index
+    for qi, text in enumerate(collection.queries["text"]):
+        expected = index.rank(text, k=len(datasets))
+        got = [collection.doc_ids[j] for j in ranking[qi] if j >= 0]
+        assert got == expected
+        q_vec = index._vector(Counter(re.findall(r"[a-z0-9]+", text.lower())))
+        for j, doc in enumerate(collection.doc_ids):
+            d_vec = index._vector(index._docs[doc])
+            ref = sum(w * d_vec.get(t, 0.0) for t, w in q_vec.items())
+            assert scores[qi, j] == pytest.approx(ref, abs=1e-12)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [11, 12])
+def test_arecall_run_on_seed_json_gives_the_seed_clis_numbers(tmp_path, seed):
+    d = write_seed_dir(tmp_path / "corpus", seed, n_docs=40, n_queries=12, n_profiles=5)
+    emitted = tmp_path / "seed.json"
+    subprocess.run(
+        [sys.executable, "-m", "authorized_recall", "--json", str(d), "--emit", str(emitted)],
+        check=True,
+        capture_output=True,
+    )
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [
+            str(VENV_BIN / "arecall"),
+            "run",
+            "corpus=seed_json",
+            f"corpus.path={d}",
+            f"hydra.run.dir={out}",
+            "tracking.enabled=false",
+            "evaluation.proof.max_examples=20",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert_same_numbers(
+        json.loads((out / "metrics.json").read_text()), json.loads(emitted.read_text())
+    )
