@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import arecall
 from arecall.placement import place_all
-from arecall.ranking import rank_scores
+from arecall.ranking import rank_queries, rank_scores
 from arecall.scoring import exact_mean, score_pairs
 
 
@@ -42,15 +42,24 @@ def worlds(draw):
 
 
 @settings(max_examples=150, deadline=None)
-@given(worlds())
-def test_batch_metrics_equal_per_list_metrics_for_every_pair(world):
+@given(worlds(), st.one_of(st.none(), st.integers(1, 6)))
+def test_batch_metrics_equal_per_list_metrics_for_every_pair_at_any_kept_depth(world, depth):
+    """A shallow ranking is extended exactly as far as the pre-filter needs: same numbers."""
     scores, rel, acl, ks = world
-    ranking = rank_scores(sp.csr_matrix(scores)).doc_index
     acl_m, rel_m = sp.csr_matrix(acl), sp.csr_matrix(rel.astype(float))
+    ranked_all = rank_scores(sp.csr_matrix(scores)).padded()
+    ranking = rank_queries(
+        [sp.csr_matrix(scores)],
+        n_queries=len(scores),
+        depth=depth,
+        acl=acl_m,
+        k_max=max(ks),
+        relevance=rel_m,
+    )
     lists = place_all(ranking, acl_m, max(ks))
     got = score_pairs(ranking, lists, rel_m, acl_m, ks)
     for q in range(scores.shape[0]):
-        ranked = [f"d{j}" for j in ranking[q] if j >= 0]
+        ranked = [f"d{j}" for j in ranked_all[q] if j >= 0]
         relevant = {f"d{j}" for j in np.flatnonzero(rel[q])}
         assert got.reciprocal_rank[q] == arecall.reciprocal_rank(ranked, relevant)
         for p in range(acl.shape[0]):
@@ -70,14 +79,30 @@ def test_batch_metrics_equal_per_list_metrics_for_every_pair(world):
 
 
 def test_ranking_breaks_ties_by_ascending_document_id():
-    ranking = rank_scores(sp.csr_matrix([[0.5, 0.9, 0.5, 0.0, 0.5]])).doc_index
+    ranking = rank_scores(sp.csr_matrix([[0.5, 0.9, 0.5, 0.0, 0.5]])).padded()
     assert ranking.tolist() == [[1, 0, 2, 4]]
 
 
 def test_ranking_drops_documents_scoring_zero_and_respects_depth():
     r = rank_scores(sp.csr_matrix([[0.0, 0.3, 0.2, 0.1]]), depth=2)
-    assert r.doc_index.tolist() == [[1, 2]]
-    assert r.truncated.tolist() == [True]
+    assert r.padded().tolist() == [[1, 2]]
+    assert r.n_positive.tolist() == [3]
+
+
+def test_ranking_extends_past_depth_until_each_principal_has_k_authorized():
+    scores = sp.csr_matrix([np.linspace(1.0, 0.01, 100)])
+    acl = sp.csr_matrix(np.isin(np.arange(100), [5, 50, 60, 90])[None, :])
+    r = rank_queries([scores], n_queries=1, depth=3, acl=acl, k_max=2)
+    assert r.lengths.tolist() == [51]  # down to the principal's 2nd authorized item
+    r = rank_queries([scores], n_queries=1, depth=3, acl=acl, k_max=10)
+    assert r.lengths.tolist() == [91]  # fewer than K authorized: down to the last one
+
+
+def test_first_relevant_rank_is_exact_even_when_the_ranking_is_cut():
+    scores = sp.csr_matrix([np.linspace(1.0, 0.01, 100)])
+    rel = sp.csr_matrix(np.isin(np.arange(100), [70])[None, :].astype(float))
+    r = rank_queries([scores], n_queries=1, depth=5, relevance=rel)
+    assert r.lengths.tolist() == [5] and r.first_relevant.tolist() == [71]
 
 
 @settings(max_examples=200, deadline=None)

@@ -87,7 +87,7 @@ def test_builtin_tfidf_scores_equal_the_seed_index_scores(tmp_path, seed):
     index = TfIdfIndex({x["dataset"]: _document(x) for x in datasets})
     r = make_retriever({"name": "tfidf"}).fit(collection.documents["text"].tolist())
     scores = r.score(collection.queries["text"].tolist()).toarray()
-    ranking = rank_scores(r.score(collection.queries["text"].tolist())).doc_index
+    ranking = rank_scores(r.score(collection.queries["text"].tolist())).padded()
     for qi, text in enumerate(collection.queries["text"]):
         expected = index.rank(text, k=len(datasets))
         got = [collection.doc_ids[j] for j in ranking[qi] if j >= 0]

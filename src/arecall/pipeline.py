@@ -8,7 +8,7 @@ atomically. DVC runs them one process per stage (`arecall.stages`) with ``Layout
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from arecall.errors import ArecallError
 from arecall.placement import PlacedLists, place_all
 from arecall.profiles import apply_profiles
 from arecall.proof import check_properties, check_run, failures
-from arecall.ranking import Ranking, rank_scores
+from arecall.ranking import Ranking, rank_queries
 from arecall.report import curve_frame, render_tables
 from arecall.retrievers import make_retriever
 from arecall.scoring import PairScores, score_pairs, summarise
@@ -75,23 +75,29 @@ def generate(cfg: Mapping[str, Any], layout: Layout) -> Collection:
     return collection
 
 
-def _score_in_chunks(retriever: Any, texts: list[str], chunk: int) -> sp.csr_matrix:
-    parts = []
+def _score_chunks(retriever: Any, texts: list[str], chunk: int) -> Iterator[sp.spmatrix]:
     for start in tqdm(
         range(0, len(texts), chunk), desc="rank", unit="chunk", disable=len(texts) <= chunk
     ):
-        parts.append(retriever.score(texts[start : start + chunk]))
-    return sp.vstack(parts).tocsr() if parts else sp.csr_matrix((0, 0))
+        yield retriever.score(texts[start : start + chunk])
 
 
 def rank(cfg: Mapping[str, Any], layout: Layout) -> Ranking:
-    """Fit the retriever on the documents and rank every query."""
+    """Fit the retriever on the documents and rank every query, as deep as exactness needs."""
     collection = Collection.load(layout.corpus)
     rcfg = cfg["retriever"]
     retriever = make_retriever(rcfg).fit(collection.documents["text"].tolist())
-    chunk = int(rcfg.get("chunk_queries") or 1024)
-    scores = _score_in_chunks(retriever, collection.queries["text"].tolist(), chunk)
-    ranking = rank_scores(scores, rcfg.get("depth"))
+    n_docs = len(collection.documents)
+    # a dense retriever's chunk is queries × documents floats: cap it at ~64M cells
+    chunk = max(1, min(int(rcfg.get("chunk_queries") or 1024), (1 << 26) // max(n_docs, 1)))
+    ranking = rank_queries(
+        _score_chunks(retriever, collection.queries["text"].tolist(), chunk),
+        n_queries=len(collection.queries),
+        depth=rcfg.get("depth"),
+        acl=collection.acl_matrix(),
+        k_max=max(ks_of(cfg)),
+        relevance=collection.relevance_matrix(),
+    )
     ranking.save(layout.ranking)
     return ranking
 
@@ -99,10 +105,7 @@ def rank(cfg: Mapping[str, Any], layout: Layout) -> Ranking:
 def filter_lists(cfg: Mapping[str, Any], layout: Layout) -> PlacedLists:
     """Apply both placements for every principal and query at the largest K."""
     collection = Collection.load(layout.corpus)
-    ranking = Ranking.load(layout.ranking)
-    lists = place_all(
-        ranking.doc_index, collection.acl_matrix(), max(ks_of(cfg)), truncated=ranking.truncated
-    )
+    lists = place_all(Ranking.load(layout.ranking), collection.acl_matrix(), max(ks_of(cfg)))
     lists.save(layout.lists)
     return lists
 
@@ -112,7 +115,7 @@ def _pair_scores(cfg: Mapping[str, Any], layout: Layout) -> tuple[Collection, Pa
     ranking = Ranking.load(layout.ranking)
     lists = PlacedLists.load(layout.lists)
     scores = score_pairs(
-        ranking.doc_index, lists, collection.relevance_matrix(), collection.acl_matrix(), ks_of(cfg)
+        ranking, lists, collection.relevance_matrix(), collection.acl_matrix(), ks_of(cfg)
     )
     return collection, scores
 

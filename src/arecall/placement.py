@@ -22,6 +22,7 @@ import scipy.sparse as sp
 from arecall.atomic import write_npz
 from arecall.errors import ArecallError
 from arecall.metrics import Authorized
+from arecall.ranking import Ranking
 
 __all__ = ["PlacedLists", "Placement", "place_all", "post_filter", "pre_filter"]
 
@@ -100,62 +101,62 @@ def _compact(mask: np.ndarray, ranking: np.ndarray, k_max: int) -> tuple[np.ndar
     return items, ranks
 
 
+def _chunks(lengths: np.ndarray, n_principals: int, budget: int) -> list[slice]:
+    """Consecutive query blocks whose padded (principals × queries × width) size fits budget."""
+    out, start, widest = [], 0, 0
+    for q, n in enumerate(lengths.tolist()):
+        wider = max(widest, n, 1)
+        if q > start and n_principals * (q - start + 1) * wider > budget:
+            out.append(slice(start, q))
+            start, wider = q, max(n, 1)
+        widest = wider
+    if start < len(lengths):
+        out.append(slice(start, len(lengths)))
+    return out
+
+
 def place_all(
-    ranking: np.ndarray,
-    acl: sp.spmatrix,
-    k_max: int,
-    *,
-    truncated: np.ndarray | None = None,
-    chunk_queries: int = 4096,
+    ranking: Ranking, acl: sp.spmatrix, k_max: int, *, budget: int = 1 << 26
 ) -> PlacedLists:
-    """Apply both placements for every principal and query, vectorised over query chunks.
+    """Apply both placements for every principal and query, vectorised over query blocks.
+
+    The ranking must be deep enough for exact pre lists (`arecall.ranking.rank_queries`
+    guarantees it); ``budget`` bounds the elements of one block's principals × queries × depth
+    authorization array, and so the memory.
 
     Parameters
     ----------
-    ranking : ndarray of int, shape (n_queries, width)
-        Document row indices per query, best first, padded with -1 (`arecall.ranking.Ranking`).
+    ranking : Ranking
     acl : sparse matrix of bool, shape (n_principals, n_docs)
     k_max : int
         The largest K evaluated.
-    truncated : ndarray of bool, optional
-        Queries whose ranking was cut at a depth; a pre list shorter than ``k_max`` there may
-        be missing authorized items further down, so it is refused rather than guessed.
 
     Examples
     --------
-    >>> import numpy as np, scipy.sparse as sp
-    >>> lists = place_all(np.array([[2, 0, 1]]), sp.csr_matrix([[True, True, False]]), 2)
+    >>> import scipy.sparse as sp
+    >>> from arecall.ranking import rank_scores
+    >>> r = rank_scores(sp.csr_matrix([[0.5, 0.1, 0.9]]))
+    >>> lists = place_all(r, sp.csr_matrix([[True, True, False]]), 2)
     >>> lists.post.tolist(), lists.pre.tolist()
     ([[[0, -1]]], [[[0, 1]]])
     """
     if k_max <= 0:
         raise ValueError(f"k_max must be positive, got {k_max}")
     allowed = np.asarray(acl.toarray(), dtype=bool)
-    n_principals, n_queries = allowed.shape[0], ranking.shape[0]
+    n_principals, n_queries = allowed.shape[0], ranking.n_queries
     shape = (n_principals, n_queries, k_max)
     out = {f: np.full(shape, -1, dtype=np.int32) for f in ("post", "post_rank", "pre", "pre_rank")}
-    for start in range(0, n_queries, chunk_queries):
-        block = ranking[start : start + chunk_queries]
+    for rows in _chunks(ranking.lengths, n_principals, budget):
+        block = ranking.padded(rows=rows)
         valid = block >= 0
         auth = allowed[:, np.where(valid, block, 0)] & valid[None, :, :]
         pre, pre_rank = _compact(auth, block, k_max)
-        top = auth[:, :, :k_max]
-        post, post_rank = _compact(top, block[:, :k_max], k_max)
-        sl = slice(start, start + len(block))
+        post, post_rank = _compact(auth[:, :, :k_max], block[:, :k_max], k_max)
         for name, arr in (
             ("post", post),
             ("post_rank", post_rank),
             ("pre", pre),
             ("pre_rank", pre_rank),
         ):
-            out[name][:, sl, : arr.shape[2]] = arr
-    if truncated is not None and truncated.any():
-        short = (out["pre"][:, :, -1] < 0) & truncated[None, :]
-        if short.any():
-            p, q = (int(x[0]) for x in np.nonzero(short))
-            raise ArecallError(
-                "retriever.depth: too shallow for an exact pre list "
-                f"(principal #{p}, query #{q} has fewer than {k_max} authorized items in it); "
-                "raise it or set it to null"
-            )
+            out[name][:, rows, : arr.shape[2]] = arr
     return PlacedLists(**out)

@@ -28,6 +28,7 @@ from arecall.metrics import (
     unusable_fraction_at_k,
 )
 from arecall.placement import PlacedLists, place_all, post_filter, pre_filter
+from arecall.ranking import rank_queries
 from arecall.scoring import PairScores, score_pairs
 
 __all__ = ["Case", "ClaimResult", "check_properties", "check_run", "failures"]
@@ -82,9 +83,11 @@ def cases(draw: Any, max_items: int = 24) -> Case:
 
 def _batch(case: Case) -> tuple[PlacedLists, PairScores]:
     n = max([*case.ranking, *case.allowed, *case.relevant, 0]) + 1
-    ranking = np.array([list(case.ranking) or [-1]], dtype=np.int64)
+    scores = np.zeros((1, n))
+    scores[0, list(case.ranking)] = np.arange(len(case.ranking), 0, -1)  # descending = ranked
     acl = sp.csr_matrix(np.isin(np.arange(n), list(case.allowed))[None, :].astype(bool))
     rel = sp.csr_matrix(np.isin(np.arange(n), list(case.relevant))[None, :].astype(np.float64))
+    ranking = rank_queries([sp.csr_matrix(scores)], n_queries=1, relevance=rel)
     lists = place_all(ranking, acl, case.k)
     return lists, score_pairs(ranking, lists, rel, acl, (case.k,))
 

@@ -1,15 +1,22 @@
 """Rankings: per query, documents in descending score order, ties by ascending document id.
 
-Every retriever returns a sparse queries × documents score matrix; `rank_scores` turns it into
-a padded `Ranking` in one vectorised sort, keeping only documents that score above zero (as the
-seed does) and, when ``depth`` is set, only the first ``depth`` of them. Scores are compared after
-rounding to 12 decimals, so that two scores that are equal in exact arithmetic but differ in the
-last bit (different summation orders in different libraries) still tie and fall back to the id
-order, identically in every implementation.
+Every retriever returns sparse queries × documents scores; `rank_queries` turns them into a
+ragged `Ranking` one query at a time, keeping only documents that score above zero (as the seed
+does). Scores are compared after rounding to 12 decimals, so two scores equal in exact arithmetic
+but different in the last bit (another library's summation order) still tie and fall back to the
+id order, identically in every implementation.
+
+How deep a ranking is kept is decided per query. ``depth=None`` keeps every positive document
+(the seed's full ranking). An integer keeps at least that many, and then as many more as the
+pre-filter needs: for every principal, down to its ``k_max``-th authorized document (or all of
+them), so the pre list — the first K authorized items of the *full* ranking — is exact while a
+million-document ranking is never sorted in full. The rank of the first relevant document is
+taken from the full row before truncation, so MRR is exact too.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,79 +26,200 @@ import scipy.sparse as sp
 from arecall.atomic import write_npz
 from arecall.errors import ArecallError
 
-__all__ = ["TIE_DECIMALS", "Ranking", "rank_scores"]
+__all__ = ["TIE_DECIMALS", "Ranking", "rank_queries", "rank_scores"]
 
 TIE_DECIMALS = 12
+_FIELDS = ("indptr", "doc_index", "score", "first_relevant", "n_positive")
 
 
 @dataclass(frozen=True)
 class Ranking:
-    """Ranked document row indices per query, padded with -1 (scores padded with NaN).
+    """Ranked document row indices per query, stored ragged (CSR-like).
 
     Attributes
     ----------
-    doc_index : ndarray of int32, shape (n_queries, width)
-    score : ndarray of float64, shape (n_queries, width)
-    truncated : ndarray of bool, shape (n_queries,)
-        True where more documents scored above zero than ``depth`` kept.
+    indptr : ndarray of int64, shape (n_queries + 1,)
+        Query i's ranking is ``doc_index[indptr[i]:indptr[i + 1]]``, best first.
+    doc_index : ndarray of int32
+    score : ndarray of float64
+    first_relevant : ndarray of int64, shape (n_queries,)
+        1-based rank of the first relevant document in the full ranking; 0 if none scores > 0.
+    n_positive : ndarray of int64, shape (n_queries,)
+        How many documents scored above zero (the full ranking's length).
     """
 
+    indptr: np.ndarray
     doc_index: np.ndarray
     score: np.ndarray
-    truncated: np.ndarray
+    first_relevant: np.ndarray
+    n_positive: np.ndarray
+
+    @property
+    def n_queries(self) -> int:
+        return len(self.indptr) - 1
 
     @property
     def lengths(self) -> np.ndarray:
-        """Number of ranked documents per query."""
-        return (self.doc_index >= 0).sum(axis=1)
+        """Number of ranked documents kept per query."""
+        return np.diff(self.indptr)
+
+    def padded(self, width: int | None = None, rows: slice = slice(None)) -> np.ndarray:
+        """Rows ``rows`` as a (n, width) int array padded with -1 (width: the longest row).
+
+        Examples
+        --------
+        >>> import scipy.sparse as sp
+        >>> rank_scores(sp.csr_matrix([[0.2, 0.0, 0.9], [0.0, 0.0, 0.0]])).padded().tolist()
+        [[2, 0], [-1, -1]]
+        """
+        starts = self.indptr[:-1][rows]
+        lengths = self.lengths[rows]
+        if width is None:
+            width = int(lengths.max()) if len(lengths) else 0
+        width = max(width, 1)
+        out = np.full((len(starts), width), -1, dtype=np.int32)
+        take = np.minimum(lengths, width)
+        row = np.repeat(np.arange(len(starts)), take)
+        col = np.arange(int(take.sum())) - np.repeat(np.cumsum(take) - take, take)
+        out[row, col] = self.doc_index[np.repeat(starts, take) + col]
+        return out
 
     def save(self, path: str | Path) -> None:
         """Write as an uncompressed ``.npz`` (plain arrays; read back without pickle)."""
-        arrays = {"doc_index": self.doc_index, "score": self.score, "truncated": self.truncated}
-        write_npz(path, arrays)
+        write_npz(path, {f: getattr(self, f) for f in _FIELDS})
 
     @classmethod
     def load(cls, path: str | Path) -> Ranking:
         if not Path(path).is_file():
             raise ArecallError(f"{path}: missing; run the rank stage first")
         with np.load(path, allow_pickle=False) as z:
-            return cls(doc_index=z["doc_index"], score=z["score"], truncated=z["truncated"])
+            return cls(**{f: z[f] for f in _FIELDS})
 
 
-def rank_scores(scores: sp.spmatrix, depth: int | None = None) -> Ranking:
-    """Order each row's positive scores: descending score, then ascending column (= doc id).
+def _first_d(key: np.ndarray, idx: np.ndarray, d: int) -> np.ndarray:
+    """Positions of the ``d`` best entries by (key, idx), in order; exact under ties."""
+    n = len(key)
+    if d >= n:
+        return np.lexsort((idx, key))
+    part = np.argpartition(key, d - 1)[:d]
+    threshold = key[part].max()
+    better = np.flatnonzero(key < threshold)
+    equal = np.flatnonzero(key == threshold)
+    equal = equal[np.argsort(idx[equal], kind="stable")[: d - len(better)]]
+    chosen = np.concatenate([better, equal])
+    return chosen[np.lexsort((idx[chosen], key[chosen]))]
+
+
+def _rank_of(key: np.ndarray, idx: np.ndarray, at: int) -> int:
+    """1-based rank of entry ``at`` among all entries ordered by (key, idx)."""
+    return int(np.count_nonzero((key < key[at]) | ((key == key[at]) & (idx < idx[at])))) + 1
+
+
+def _row_depth(
+    key: np.ndarray, idx: np.ndarray, allowed: np.ndarray, k_max: int, depth: int
+) -> tuple[np.ndarray, int]:
+    """The first entries of one row deep enough for every principal's exact pre list."""
+    n = len(key)
+    order = _first_d(key, idx, min(depth, n))
+    if len(order) == n or allowed.shape[0] == 0:
+        return order, len(order)
+    short = np.flatnonzero(allowed[:, idx[order]].sum(axis=1) < k_max)
+    need = len(order)
+    for p in short:  # rare: a principal with fewer than k_max authorized docs near the top
+        mine = np.flatnonzero(allowed[p, idx])
+        if len(mine) == 0:
+            continue
+        last = mine[_first_d(key[mine], idx[mine], min(k_max, len(mine)))[-1]]
+        need = max(need, _rank_of(key, idx, last))
+    if need > len(order):
+        order = _first_d(key, idx, need)
+    return order, len(order)
+
+
+def rank_queries(
+    score_chunks: Iterable[sp.spmatrix],
+    *,
+    n_queries: int,
+    depth: int | None = None,
+    acl: sp.spmatrix | None = None,
+    k_max: int = 1,
+    relevance: sp.spmatrix | None = None,
+) -> Ranking:
+    """Rank every query's positive scores, as deep as ``depth`` and the pre-filter need.
 
     Parameters
     ----------
-    scores : sparse matrix, shape (n_queries, n_docs)
-        Column order must be ascending document id (as in `arecall.collection.Collection`).
+    score_chunks : iterable of sparse matrices
+        Consecutive blocks of query rows (queries × documents, columns in ascending id order).
+    n_queries : int
+        Total rows across the chunks.
     depth : int, optional
-        Keep at most this many documents per query; ``None`` keeps every positive score.
+        ``None`` keeps every document scoring > 0; an integer keeps at least that many and
+        extends each query until every principal of ``acl`` has ``k_max`` authorized documents
+        in it (or has all of its authorized documents in it).
+    acl : sparse bool matrix (principals × documents), optional
+    k_max : int
+        The largest K that will be evaluated.
+    relevance : sparse matrix (queries × documents), optional
+        To record the rank of the first relevant document in the full ranking.
 
     Examples
     --------
     >>> import scipy.sparse as sp
-    >>> r = rank_scores(sp.csr_matrix([[0.5, 0.0, 0.5, 0.9], [0.0, 0.0, 0.0, 0.0]]))
-    >>> r.doc_index.tolist()
-    [[3, 0, 2], [-1, -1, -1]]
+    >>> s = sp.csr_matrix([[0.9, 0.8, 0.7, 0.6]])
+    >>> acl = sp.csr_matrix([[False, False, False, True]])
+    >>> rank_queries([s], n_queries=1, depth=1, acl=acl, k_max=1).padded().tolist()
+    [[0, 1, 2, 3]]
     """
     if depth is not None and depth <= 0:
         raise ArecallError(f"retriever.depth: must be a positive integer or null, got {depth}")
-    coo = sp.coo_matrix(scores)
-    keep = coo.data > 0
-    rows, cols, vals = coo.row[keep], coo.col[keep], coo.data[keep].astype(np.float64)
-    order = np.lexsort((cols, -np.round(vals, TIE_DECIMALS), rows))
-    rows, cols, vals = rows[order], cols[order], vals[order]
-    n_queries = scores.shape[0]
-    counts = np.bincount(rows, minlength=n_queries)
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    position = np.arange(len(rows)) - np.repeat(starts, counts)
-    width = int(counts.max()) if len(counts) and counts.max() > 0 else 0
-    if depth is not None:
-        width = min(width, depth)
-    sel = position < width
-    doc_index = np.full((n_queries, max(width, 1)), -1, dtype=np.int32)
-    score = np.full((n_queries, max(width, 1)), np.nan, dtype=np.float64)
-    doc_index[rows[sel], position[sel]] = cols[sel]
-    score[rows[sel], position[sel]] = vals[sel]
-    return Ranking(doc_index=doc_index, score=score, truncated=counts > width)
+    depth = None if depth is None else max(depth, k_max)  # top-K metrics need K deep at least
+    allowed = np.zeros((0, 0), dtype=bool) if acl is None else np.asarray(acl.toarray(), dtype=bool)
+    rel = None if relevance is None else sp.csr_matrix(relevance)
+    lengths = np.zeros(n_queries, dtype=np.int64)
+    first_relevant = np.zeros(n_queries, dtype=np.int64)
+    n_positive = np.zeros(n_queries, dtype=np.int64)
+    docs: list[np.ndarray] = []
+    scores: list[np.ndarray] = []
+    q = 0
+    for chunk in score_chunks:
+        block = sp.csr_matrix(chunk)
+        for r in range(block.shape[0]):
+            lo, hi = block.indptr[r], block.indptr[r + 1]
+            vals, idx = block.data[lo:hi], block.indices[lo:hi]
+            keep = vals > 0
+            vals, idx = vals[keep].astype(np.float64), idx[keep]
+            key = -np.round(vals, TIE_DECIMALS)
+            n_positive[q] = len(vals)
+            if rel is not None and len(vals):
+                relevant = np.isin(idx, rel.indices[rel.indptr[q] : rel.indptr[q + 1]])
+                if relevant.any():
+                    sub = np.flatnonzero(relevant)
+                    best = sub[_first_d(key[sub], idx[sub], 1)[0]]
+                    first_relevant[q] = _rank_of(key, idx, best)
+            order, lengths[q] = _row_depth(key, idx, allowed, k_max, depth or len(vals) or 1)
+            docs.append(idx[order].astype(np.int32))
+            scores.append(vals[order])
+            q += 1
+    if q != n_queries:
+        raise ValueError(f"score chunks held {q} rows, expected {n_queries}")
+    indptr = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    return Ranking(
+        indptr=indptr,
+        doc_index=np.concatenate(docs) if docs else np.zeros(0, dtype=np.int32),
+        score=np.concatenate(scores) if scores else np.zeros(0, dtype=np.float64),
+        first_relevant=first_relevant,
+        n_positive=n_positive,
+    )
+
+
+def rank_scores(scores: sp.spmatrix, depth: int | None = None) -> Ranking:
+    """Rank one score matrix with no principals: the first ``depth`` (or all) positive scores.
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> rank_scores(sp.csr_matrix([[0.5, 0.0, 0.5, 0.9]])).padded().tolist()
+    [[3, 0, 2]]
+    """
+    return rank_queries([scores], n_queries=scores.shape[0], depth=depth)

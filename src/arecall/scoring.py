@@ -21,6 +21,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from arecall.placement import PlacedLists
+from arecall.ranking import Ranking
 
 __all__ = ["PAIR_METRICS", "PairScores", "exact_mean", "score_pairs", "summarise"]
 
@@ -75,7 +76,7 @@ class PairScores:
 
 
 def score_pairs(
-    ranking: np.ndarray,
+    ranking: Ranking,
     lists: PlacedLists,
     relevance: sp.csr_matrix,
     acl: sp.spmatrix,
@@ -85,8 +86,8 @@ def score_pairs(
 
     Parameters
     ----------
-    ranking : ndarray of int, shape (n_queries, width)
-        Unfiltered ranking (document row indices, -1 padded).
+    ranking : Ranking
+        The unfiltered ranking (at least ``max(ks)`` deep, or every positive document).
     lists : PlacedLists
         Post and pre lists from `arecall.placement.place_all` at ``max(ks)``.
     relevance : csr_matrix, shape (n_queries, n_docs)
@@ -98,19 +99,19 @@ def score_pairs(
     --------
     >>> import numpy as np, scipy.sparse as sp
     >>> from arecall.placement import place_all
-    >>> ranking = np.array([[2, 0, 1]])
+    >>> from arecall.ranking import rank_queries
     >>> acl = sp.csr_matrix([[True, True, False]])
     >>> rel = sp.csr_matrix([[1.0, 1.0, 1.0]])
+    >>> ranking = rank_queries([sp.csr_matrix([[0.5, 0.1, 0.9]])], n_queries=1, relevance=rel)
     >>> s = score_pairs(ranking, place_all(ranking, acl, 2), rel, acl, (1, 2))
     >>> s.metrics["arecall_post"].tolist(), s.metrics["arecall_pre"].tolist()
     ([[[0.0, 0.5]]], [[[0.5, 1.0]]])
     """
-    n_q = ranking.shape[0]
+    n_q = ranking.n_queries
     k_arr = np.asarray(ks)
     k_max = int(k_arr.max())
-    depth = max(ranking.shape[1], k_max)
-    padded = np.full((n_q, depth), -1, dtype=np.int64)
-    padded[:, : ranking.shape[1]] = ranking
+    depth = k_max
+    padded = ranking.padded(k_max).astype(np.int64)
     qidx = np.arange(n_q)[:, None]
 
     binary = relevance.copy()
@@ -131,7 +132,7 @@ def score_pairs(
     ideal_cum = np.concatenate(([0.0], np.cumsum(discount)))
     ideal = ideal_cum[np.minimum(n_rel[:, None].astype(np.int64), k_arr)]
     ndcg = np.divide(dcg, ideal, out=np.zeros_like(dcg), where=ideal > 0)
-    first = np.where(rel_flags.any(axis=1), rel_flags.argmax(axis=1) + 1, 0)
+    first = ranking.first_relevant
     rr = np.divide(1.0, first, out=np.zeros(n_q), where=first > 0)
 
     # principal-level: unusable share of the unfiltered top K
