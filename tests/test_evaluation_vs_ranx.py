@@ -1,0 +1,148 @@
+"""arecall's standard measures equal ranx's (the dev-only oracle) to 1e-9, query by query.
+
+Random runs cover what moves these numbers: tied scores, graded and negative relevance, judged
+queries missing from the run, run queries without judgments, queries with nothing relevant, runs
+shorter and longer than K. ranx orders tied scores by an unstable sort (no convention), so on
+tied runs ranx is handed arecall's order (score descending, doc id ascending) as a pre-sorted
+numba list — its own metric code then runs on the same ranking; tie-free runs go through ranx's
+public path, from dicts and from the same TREC files.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numba.typed import List as TypedList
+from ranx import Qrels as RanxQrels
+from ranx import Run as RanxRun
+from ranx import evaluate as ranx_evaluate
+
+from arecall.evaluation import STANDARD_MEASURES, evaluate
+from arecall.trec import Qrels, Run, save_qrels, save_run
+
+warnings.filterwarnings("ignore", message=".*unsafe cast.*")  # numba, inside ranx
+
+RANX_NAME = {
+    "recall": "recall",
+    "precision": "precision",
+    "ndcg": "ndcg",
+    "ndcg_exp": "ndcg_burges",
+    "mrr": "mrr",
+    "map": "map",
+    "hit_rate": "hit_rate",
+}
+KS = (1, 3, 5, 10, 25)
+TOL = 1e-9
+
+
+def random_case(seed: int, *, ties: bool) -> tuple[dict, dict]:
+    """A run and qrels with every awkward case in them."""
+    rng = np.random.default_rng(seed)
+    docs = np.array([f"d{i:03d}" for i in range(90)])
+    run: dict[str, dict[str, float]] = {}
+    qrels: dict[str, dict[str, int]] = {}
+    for q in range(24):
+        qid = f"q{q:02d}"
+        depth = int(rng.integers(1, 45))
+        ranked = rng.choice(docs, size=depth, replace=False)
+        scores = rng.integers(0, 4, size=depth).astype(float) if ties else rng.random(depth)
+        if q % 8 != 7:  # every 8th judged query is missing from the run
+            run[qid] = dict(zip(ranked.tolist(), scores.tolist(), strict=True))
+        pool = np.concatenate(
+            [ranked[: int(rng.integers(0, depth + 1))], rng.choice(docs, size=6, replace=False)]
+        )
+        judged = np.unique(pool)[: int(rng.integers(1, 16))]
+        rels = rng.choice([-1, 0, 0, 1, 1, 2, 3], size=len(judged))
+        if q % 6 == 5:  # judged, but nothing relevant
+            rels = np.minimum(rels, 0)
+        qrels[qid] = dict(zip(judged.tolist(), rels.tolist(), strict=True))
+    for extra in ("x1", "x2"):  # run queries nobody judged
+        run[extra] = {str(d): float(rng.random()) for d in rng.choice(docs, 5, replace=False)}
+    return run, qrels
+
+
+def ranx_metrics() -> list[str]:
+    return [f"{RANX_NAME[m]}@{k}" for m in STANDARD_MEASURES for k in KS]
+
+
+def assert_equal_to_ranx(ours, theirs: dict[str, dict[str, float]]) -> None:
+    frame = ours.per_query.set_index("query_id")
+    checked = 0
+    for m in STANDARD_MEASURES:
+        for k in KS:
+            expected = theirs[f"{RANX_NAME[m]}@{k}"]
+            assert set(expected) == set(frame.index)
+            got = frame[f"{m}@{k}"]
+            for qid, value in expected.items():
+                assert abs(got[qid] - value) <= TOL, (m, k, qid, got[qid], value)
+                checked += 1
+    assert checked == len(STANDARD_MEASURES) * len(KS) * len(frame)
+
+
+def ranx_on_dicts(run: dict, qrels: dict) -> dict[str, dict[str, float]]:
+    r = RanxRun.from_dict(run)
+    ranx_evaluate(RanxQrels.from_dict(qrels), r, ranx_metrics(), make_comparable=True)
+    return {m: dict(v) for m, v in r.scores.items()}
+
+
+def ranx_on_order(ordered: Run, qrels: dict) -> dict[str, dict[str, float]]:
+    """ranx's metric kernels on arecall's ranking, handed over as a pre-sorted numba list."""
+    rq = RanxQrels.from_dict(qrels)
+    qids = list(rq.keys())
+    lists = TypedList()
+    for qid in qids:
+        ranked = ordered.ranking(qid)
+        arr = np.array(
+            [[hash(d), float(len(ranked) - i)] for i, d in enumerate(ranked)], dtype=np.float64
+        ).reshape(-1, 2)
+        lists.append(arr)
+    scores = ranx_evaluate(rq, lists, ranx_metrics(), return_mean=False)
+    return {m: dict(zip(qids, np.asarray(v).tolist(), strict=True)) for m, v in scores.items()}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_standard_measures_equal_ranx_on_random_tie_free_runs(seed: int) -> None:
+    run, qrels = random_case(seed, ties=False)
+    assert_equal_to_ranx(evaluate(run, qrels, k=KS), ranx_on_dicts(run, qrels))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_standard_measures_equal_ranx_on_random_runs_with_ties(seed: int) -> None:
+    run, qrels = random_case(100 + seed, ties=True)
+    ordered = Run.from_dict(run)
+    tied = sum(len(v) - len(set(v.values())) for v in run.values())
+    assert tied > 50  # the case really is full of ties
+    assert_equal_to_ranx(evaluate(ordered, qrels, k=KS), ranx_on_order(ordered, qrels))
+
+
+def test_recall_equals_ranx_on_the_same_trec_files(tmp_path: Path) -> None:
+    run, qrels = random_case(7, ties=False)
+    save_run(Run.from_dict(run, name="sys"), tmp_path / "run.trec")
+    save_qrels(Qrels.from_dict(qrels), tmp_path / "qrels.txt")
+    r = RanxRun.from_file(str(tmp_path / "run.trec"), kind="trec")
+    ranx_evaluate(
+        RanxQrels.from_file(str(tmp_path / "qrels.txt"), kind="trec"),
+        r,
+        ranx_metrics(),
+        make_comparable=True,
+    )
+    ours = evaluate(tmp_path / "run.trec", tmp_path / "qrels.txt", k=KS)
+    assert_equal_to_ranx(ours, {m: dict(v) for m, v in r.scores.items()})
+
+
+def test_summary_means_equal_ranx_means_including_queries_without_relevant_documents() -> None:
+    run, qrels = random_case(11, ties=False)
+    ours = evaluate(run, qrels, k=KS).summary()
+    r = RanxRun.from_dict(run)
+    means = ranx_evaluate(RanxQrels.from_dict(qrels), r, ranx_metrics(), make_comparable=True)
+    for m in STANDARD_MEASURES:
+        for k in KS:
+            assert abs(ours["k"][str(k)][m] - means[f"{RANX_NAME[m]}@{k}"]) <= TOL
+    assert ours["queries"] == len(qrels) == 24
+    no_relevant = [q for q, judged in qrels.items() if max(judged.values()) < 1]
+    assert ours["queries_without_relevant"] == len(no_relevant) >= 4
+    assert ours["queries_missing_from_run"] == len(set(qrels) - set(run)) == 3
+    assert ours["run_queries_not_judged"] == len(set(run) - set(qrels)) == 2
