@@ -245,18 +245,18 @@ def check_run(
         at = f", K={k}" if k is not None else ""
         return f"principal {principals[p]!r}, query {query_ids[q]!r}{at}"
 
-    # post ⊆ pre, per K: every post item (rank < K) is among the first K pre items
+    # post ⊆ pre, per K: every post item (rank < K) is among the first K pre items. Pre ranks
+    # ascend within a pair, so pair * (width + 1) + rank is sorted already: binary search, no sort.
     bad: str | None = None
-    pidx, qidx = np.meshgrid(np.arange(n_p), np.arange(n_q), indexing="ij")
+    width = int(max(lists.pre_rank.max(initial=0), lists.post_rank.max(initial=0))) + 1
+    pair = np.arange(n_p * n_q, dtype=np.int64).reshape(n_p, n_q, 1) * (width + 1)
     for k in scores.ks:
-        pre_k = lists.pre[:, :, :k]
-        keys = np.sort(
-            ((pidx[:, :, None] * n_q + qidx[:, :, None]) * (n_docs + 1) + pre_k + 1)[pre_k >= 0]
-        )
+        pre_rank = lists.pre_rank[:, :, :k]
+        keys = (pair + np.where(pre_rank >= 0, pre_rank, width)).ravel()
         in_post = (lists.post >= 0) & (lists.post_rank < k)
-        probe = (pidx[:, :, None] * n_q + qidx[:, :, None]) * (n_docs + 1) + lists.post + 1
-        pos = np.minimum(np.searchsorted(keys, probe), max(len(keys) - 1, 0))
-        found = (keys[pos] == probe) if len(keys) else np.zeros(probe.shape, dtype=bool)
+        probe = pair + np.where(in_post, lists.post_rank, 0)
+        pos = np.minimum(np.searchsorted(keys, probe), len(keys) - 1)
+        found = (keys[pos] == probe) & (lists.pre[:, :, :k].ravel()[pos] == lists.post)
         missing = in_post & ~found
         if missing.any():
             p, q, j = (int(x[0]) for x in np.nonzero(missing))

@@ -63,8 +63,12 @@ class PairScores:
         n_p, n_q, n_k = self.metrics["recall"].shape
         frame = pd.DataFrame(
             {
-                "principal": np.repeat(principals, n_q * n_k),
-                "query_id": np.tile(np.repeat(query_ids, n_k), n_p),
+                "principal": pd.Categorical.from_codes(
+                    np.repeat(np.arange(n_p), n_q * n_k), categories=pd.Index(principals)
+                ),
+                "query_id": pd.Categorical.from_codes(
+                    np.tile(np.repeat(np.arange(n_q), n_k), n_p), categories=pd.Index(query_ids)
+                ),
                 "k": np.tile(np.asarray(self.ks, dtype=np.int64), n_p * n_q),
                 "n_relevant": np.tile(np.repeat(self.n_relevant, n_k), n_p),
                 "n_authorized_relevant": np.repeat(self.n_authorized_relevant.ravel(), n_k),
@@ -144,15 +148,19 @@ def score_pairs(
     # placements
     q3 = np.broadcast_to(np.arange(n_q)[None, :, None], lists.pre.shape)
     pre_rel = _relevance_lookup(binary, q3, lists.pre)
-    post_in_k = (lists.post_rank[:, :, :, None] >= 0) & (lists.post_rank[:, :, :, None] < k_arr)
     post_rel = _relevance_lookup(binary, q3, lists.post)
-    post_hits = (post_rel[:, :, :, None] & post_in_k).sum(axis=2)
+    # post items are stored in rank order, so "rank < K" is a prefix: count it per K
+    shown = lists.post_rank >= 0
+    post_hits = np.stack(
+        [(post_rel & shown & (lists.post_rank < k)).sum(axis=2) for k in ks], axis=2
+    )
+    post_count = np.stack([(shown & (lists.post_rank < k)).sum(axis=2) for k in ks], axis=2)
     pre_hits = np.cumsum(pre_rel, axis=2)[:, :, k_arr - 1]
     has = n_auth_rel[:, :, None] > 0
     denom = np.where(has, n_auth_rel[:, :, None], 1.0)
     arecall_post = np.where(has, post_hits / denom, 1.0)
     arecall_pre = np.where(has, pre_hits / denom, 1.0)
-    returned_post = post_in_k.sum(axis=2) / k_arr
+    returned_post = post_count / k_arr
     returned_pre = np.cumsum(lists.pre >= 0, axis=2)[:, :, k_arr - 1] / k_arr
 
     n_p = dense_acl.shape[0]

@@ -10,16 +10,22 @@ stages that do not track do not pay for it.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from hydra.experimental.callback import Callback
 
 from arecall.config import flatten
 from arecall.report import main_table, restricted_table
 
-__all__ = ["METRIC_KEYS", "log_run", "tracking_uri"]
+__all__ = ["METRIC_KEYS", "PARENT_ENV", "SweepCallback", "log_run", "store_lock", "tracking_uri"]
+
+PARENT_ENV = "ARECALL_PARENT_RUN_ID"
 
 METRIC_KEYS = (
     "recall",
@@ -89,64 +95,125 @@ def log_run(
         artifact under ``reports/``.
     root : path
         Where the default sqlite store lives.
+    parent_run_id : str, optional
+        Nest this run under a sweep's parent run (default: $ARECALL_PARENT_RUN_ID, set by
+        `SweepCallback` for the jobs of an ``arecall run -m`` sweep).
 
     Examples
     --------
-    >>> from arecall.pipeline import Layout, run_all  # doctest: +SKIP
-    >>> log_run(cfg, {"metrics": ..., "proof": ..., "tables": ...})  # doctest: +SKIP
+    >>> from arecall.pipeline import Layout  # doctest: +SKIP
+    >>> log_run(cfg, Layout.run("outputs/x").report_files())  # doctest: +SKIP
+    '3f2a…'
     """
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     import mlflow
 
     metrics = json.loads(Path(reports["metrics"]).read_text(encoding="utf-8"))
     proof = json.loads(Path(reports["proof"]).read_text(encoding="utf-8"))
-    tables_md = Path(reports["tables"]).read_text(encoding="utf-8")
     flat, stepped = _metrics(metrics)
     claims = proof["claims"]
     flat["proof_claims_passed"] = float(sum(c["passed"] for c in claims))
     flat["proof_claims_failed"] = float(sum(not c["passed"] for c in claims))
-
-    mlflow.set_tracking_uri(tracking_uri(root))
-    mlflow.set_experiment(str(cfg.get("tracking", {}).get("experiment") or "arecall"))
     run_tags = {
         "arecall.corpus": str(cfg["corpus"]["name"]),
         "arecall.retriever": str(cfg["retriever"]["name"]),
         "arecall.profiles": str(cfg["profiles"]["name"]),
         **(tags or {}),
     }
-    if parent_run_id:
-        run_tags["mlflow.parentRunId"] = parent_run_id
-    with mlflow.start_run(run_name=run_name, tags=run_tags) as run:
-        mlflow.log_params(flatten({k: v for k, v in cfg.items() if k != "hydra"}))
-        mlflow.log_metrics(flat)
-        for key, value, step in stepped:
-            mlflow.log_metric(key, value, step=step)
-        mlflow.log_table(main_table(metrics), artifact_file="tables/arecall_at_k.json")
-        mlflow.log_table(
-            restricted_table(metrics), artifact_file="tables/arecall_at_k_nonempty.json"
-        )
-        mlflow.log_table(_proof_frame(claims), artifact_file="tables/proof.json")
-        mlflow.log_text(tables_md, "tables/tables.md")
-        mlflow.log_dict(proof, "proof/proof.json")
-        for path in reports.values():
-            if Path(path).is_file():
-                mlflow.log_artifact(str(path), artifact_path="reports")
-        return str(run.info.run_id)
+    parent = parent_run_id or os.environ.get(PARENT_ENV)
+    if parent:
+        run_tags["mlflow.parentRunId"] = parent
+    uri = tracking_uri(root)
+    with store_lock(uri):
+        mlflow.set_tracking_uri(uri)
+        mlflow.set_experiment(_experiment(cfg))
+        with mlflow.start_run(run_name=run_name, tags=run_tags) as run:
+            mlflow.log_params(flatten({k: v for k, v in cfg.items() if k != "hydra"}))
+            mlflow.log_metrics(flat)
+            for key, value, step in stepped:
+                mlflow.log_metric(key, value, step=step)
+            mlflow.log_table(main_table(metrics), artifact_file="tables/arecall_at_k.json")
+            mlflow.log_table(
+                restricted_table(metrics), artifact_file="tables/arecall_at_k_nonempty.json"
+            )
+            mlflow.log_table(_proof_frame(claims), artifact_file="tables/proof.json")
+            mlflow.log_text(Path(reports["tables"]).read_text(encoding="utf-8"), "tables/tables.md")
+            mlflow.log_dict(proof, "proof/proof.json")
+            for path in reports.values():
+                if Path(path).is_file():
+                    mlflow.log_artifact(str(path), artifact_path="reports")
+            return str(run.info.run_id)
+
+
+def _experiment(cfg: Mapping[str, Any]) -> str:
+    return str((cfg.get("tracking") or {}).get("experiment") or "arecall")
+
+
+@contextmanager
+def store_lock(uri: str) -> Iterator[None]:
+    """Serialise writers of one embedded sqlite store across processes (a no-op otherwise).
+
+    Parallel sweep jobs (Hydra's joblib launcher) share ``mlflow.db``; sqlite allows one writer
+    at a time and MLflow does not retry a locked database, so a run could be lost. An exclusive
+    ``flock`` on ``<db>.lock`` makes them take turns. A tracking server needs no lock.
+    """
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    lock_path = Path(uri.removeprefix("sqlite:///") + ".lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _proof_frame(claims: list[dict[str, Any]]) -> Any:
     import pandas as pd
 
+    columns = ("claim", "statement", "kind", "examples", "passed", "counterexample")
     return pd.DataFrame(
-        [
-            {
-                "claim": c["claim"],
-                "statement": c["statement"],
-                "kind": c["kind"],
-                "examples": c["examples"],
-                "passed": c["passed"],
-                "counterexample": c["counterexample"] or "",
-            }
-            for c in claims
-        ]
+        [{c: (claim[c] if claim[c] is not None else "") for c in columns} for claim in claims]
     )
+
+
+class SweepCallback(Callback):
+    """Hydra callback: an ``arecall run -m`` sweep gets one MLflow parent run.
+
+    Started before the launcher spawns any job, so every job (in-process or joblib workers,
+    which inherit the environment) finds its id in $ARECALL_PARENT_RUN_ID and nests under it;
+    finished when the sweep ends. The sweep's overrides are the parent's params.
+    """
+
+    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        if not (config.get("tracking") or {}).get("enabled", True):
+            return
+        os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+        import mlflow
+
+        overrides = [str(o) for o in config.hydra.overrides.task]
+        uri = tracking_uri(".")
+        with store_lock(uri):
+            client = mlflow.MlflowClient(tracking_uri=uri)
+            mlflow.set_tracking_uri(uri)
+            experiment = mlflow.set_experiment(_experiment(config))
+            run = client.create_run(
+                experiment.experiment_id,
+                run_name="sweep " + " ".join(overrides),
+                tags={"arecall.entry": "arecall run -m", "arecall.sweep": "parent"},
+            )
+            for i, override in enumerate(overrides):
+                client.log_param(run.info.run_id, f"sweep.override.{i}", override)
+        os.environ[PARENT_ENV] = run.info.run_id
+
+    def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        run_id = os.environ.pop(PARENT_ENV, None)
+        if run_id is None:
+            return
+        import mlflow
+
+        uri = tracking_uri(".")
+        with store_lock(uri):
+            mlflow.MlflowClient(tracking_uri=uri).set_terminated(run_id, "FINISHED")
