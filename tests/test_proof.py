@@ -71,3 +71,18 @@ def test_the_prove_stage_writes_every_claim_when_all_hold(stage_run):
     assert result["passed"] and kinds == {"property", "data"}
     data = [c for c in result["claims"] if c["kind"] == "data"]
     assert all(c["examples"] >= 96 for c in data)  # every pair of the discovery corpus
+
+
+def test_a_post_item_missing_from_pre_fails_the_prove_stage_by_name(stage_run):
+    cfg, layout = stage_run
+    lists = PlacedLists.load(layout.lists)
+    assert lists.post[0, 0, 0] >= 0
+    pre = lists.pre.copy()
+    pre[0, 0, :] = -1  # pre now lacks what post shows
+    dataclasses.replace(lists, pre=pre).save(layout.lists)
+    with pytest.raises(
+        ArecallError,
+        match=r"run_post_subset_of_pre.*principal 'process-engineer', "
+        r"query 'q001', K=1: post item .* not in pre",
+    ):
+        prove(cfg, layout)

@@ -652,7 +652,6 @@ class Evaluation:
             "queries_without_relevant": int(np.count_nonzero(c.n_relevant == 0)),
             "queries_missing_from_run": int(np.count_nonzero(c.group < 0)),
             "run_queries_not_judged": c.run_queries_not_judged,
-            "k": {},
         }
         if self.acl is not None and c.n_authorized_relevant is not None:
             nonempty = (c.n_authorized_relevant > 0).ravel()
@@ -662,6 +661,7 @@ class Evaluation:
                 pairs=int(nonempty.size),
                 pairs_without_authorized_relevant=int(np.count_nonzero(~nonempty)),
             )
+        out["k"] = {}
         for j, k in enumerate(self.ks):
             row: dict[str, Any] = {
                 m: float(c.standard[m][:, j].mean()) if len(c.query_ids) else None

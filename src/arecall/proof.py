@@ -237,7 +237,6 @@ def check_run(
     """Check the run's own lists and scores for every query-principal pair and K."""
     dense = np.asarray(acl.toarray(), dtype=bool)
     n_p, n_q, _ = lists.pre.shape
-    n_docs = dense.shape[1]
     pairs = n_p * n_q
     results = []
 

@@ -29,9 +29,23 @@ def _seed_json(cfg: Mapping[str, Any]) -> Collection:
     return read_seed_json(path)
 
 
+def _synthetic(cfg: Mapping[str, Any]) -> Collection:
+    from arecall.corpora.synthetic import synthetic_collection
+
+    return synthetic_collection(cfg)
+
+
+def _beir(cfg: Mapping[str, Any]) -> Collection:
+    from arecall.corpora.beir import beir_collection
+
+    return beir_collection(cfg)
+
+
 SOURCES: dict[str, Callable[[Mapping[str, Any]], Collection]] = {
     "discovery": _discovery,
     "seed_json": _seed_json,
+    "synthetic": _synthetic,
+    "beir": _beir,
 }
 
 

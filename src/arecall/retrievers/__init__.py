@@ -36,7 +36,24 @@ def _sklearn_tfidf(cfg: Mapping[str, Any]) -> Retriever:
     return SklearnTfidf()
 
 
-RETRIEVERS = {"tfidf": _tfidf, "sklearn_tfidf": _sklearn_tfidf}
+def _bm25(cfg: Mapping[str, Any]) -> Retriever:
+    from arecall.retrievers.bm25 import BM25
+
+    return BM25.from_config(cfg)
+
+
+def _dense_lsa(cfg: Mapping[str, Any]) -> Retriever:
+    from arecall.retrievers.dense_lsa import DenseLSA
+
+    return DenseLSA.from_config(cfg)
+
+
+RETRIEVERS = {
+    "tfidf": _tfidf,
+    "sklearn_tfidf": _sklearn_tfidf,
+    "bm25": _bm25,
+    "dense_lsa": _dense_lsa,
+}
 
 
 def make_retriever(cfg: Mapping[str, Any]) -> Retriever:

@@ -1,4 +1,4 @@
-"""faiss indexes over any float32 embedding matrix: ``exact`` (IndexFlatIP) and ``hnsw``.
+"""Indexes over any float32 embedding matrix: ``exact`` (a flat inner-product scan) and ``hnsw``.
 
 One class, ``VectorIndex``, answers the three questions a filtered-search experiment asks:
 
@@ -134,10 +134,11 @@ class Hits:
 
 
 class VectorIndex:
-    """An ``exact`` or ``hnsw`` faiss index over a float32 matrix, inner-product metric.
+    """An ``exact`` or ``hnsw`` index over a float32 matrix, inner-product metric.
 
-    Build with :func:`build_index`. The matrix is kept (faiss keeps its own copy too), because
-    ``exact`` scans the authorized subset of it.
+    Build with :func:`build_index`. The matrix is kept (faiss's HNSW keeps its own copy too),
+    because ``exact`` scans the authorized subset of it; ``faiss_index`` is ``None`` for
+    ``exact``.
     """
 
     def __init__(
@@ -228,16 +229,16 @@ class VectorIndex:
         """Exhaustive top-``k`` over the documents ``allowed`` permits (all when ``None``).
 
         Correct by construction — every authorized document is scored — so this is the oracle
-        and the ``pre`` placement. Within a result list equal scores are ordered by ascending
-        id; which of several documents tied at the k-th score makes the cut is faiss's
-        (deterministic) choice. With continuous vectors ties do not occur.
+        and the ``pre`` placement. A numpy scan (BLAS matrix product + ``argpartition``, in
+        blocks of about 256 MB of scores) rather than faiss's ``knn``: as fast or faster on this
+        box, and it breaks ties canonically — score descending, then id ascending — including
+        which of several documents tied at the k-th score makes the cut.
 
         Examples
         --------
         >>> idx = build_index(np.eye(3, dtype=np.float32), kind="hnsw")
-        >>> q = np.array([[0.2, 0.9, 0.5]], dtype=np.float32)
-        >>> idx.exact(q, 5, np.array([1, 0, 1], bool)).rows()
-        [[2, 0]]
+        >>> idx.exact(np.ones((1, 3), dtype=np.float32), 5, np.array([1, 0, 1], bool)).rows()
+        [[0, 2]]
         """
         q = self.check_queries(queries)
         k = check_k(k)
@@ -261,20 +262,39 @@ class VectorIndex:
         block = max(1, _BLOCK_BYTES // (4 * n_base))
         for start in range(0, n_q, block):
             stop = min(n_q, start + block)
-            distances, labels = faiss.knn(
-                q[start:stop], base, kk, metric=faiss.METRIC_INNER_PRODUCT
-            )
-            labels = np.asarray(labels, dtype=np.int64)
-            if ids is not None:
-                labels = np.where(labels >= 0, ids[np.maximum(labels, 0)], -1)
-            out_ids[start:stop, :kk] = labels
-            out_scores[start:stop, :kk] = np.where(labels >= 0, distances, -np.inf)
-        # Canonical order: score descending, then id ascending (padding, id -1, stays last).
-        sort_ids = np.where(out_ids >= 0, out_ids, np.iinfo(np.int64).max)
-        order = np.lexsort((sort_ids, -out_scores.astype(np.float64)), axis=1)
-        out_ids = np.take_along_axis(out_ids, order, axis=1)
-        out_scores = np.take_along_axis(out_scores, order, axis=1)
+            local, scores = _top_k(q[start:stop] @ base.T, kk)
+            out_ids[start:stop, :kk] = local if ids is None else ids[local]
+            out_scores[start:stop, :kk] = scores
         return Hits(out_ids, out_scores)
+
+
+def _top_k(
+    scores: npt.NDArray[np.float32], k: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+    """Row-wise top-k of a score matrix by (score descending, column ascending), exactly.
+
+    ``argpartition`` finds k columns at or above each row's k-th score in O(n); when more
+    columns tie at that score than fit, the lowest-numbered tied columns are taken, so the
+    answer is one canonical list, not whichever tied column the selection happened to keep.
+    """
+    n = scores.shape[1]
+    if k < n:
+        part = np.argpartition(scores, n - k, axis=1)[:, n - k :]
+        kth = np.take_along_axis(scores, part, axis=1).min(axis=1, keepdims=True)
+        tied_total = (scores == kth).sum(axis=1)
+        tied_kept = (np.take_along_axis(scores, part, axis=1) == kth).sum(axis=1)
+        for row in np.flatnonzero(tied_total > tied_kept):
+            above = np.flatnonzero(scores[row] > kth[row, 0])
+            tied = np.flatnonzero(scores[row] == kth[row, 0])[: k - above.size]
+            part[row] = np.concatenate([above, tied])
+    else:
+        part = np.broadcast_to(np.arange(n), scores.shape).copy()
+    top = np.take_along_axis(scores, part, axis=1)
+    order = np.lexsort((part, -top.astype(np.float64)), axis=1)
+    return (
+        np.take_along_axis(part, order, axis=1).astype(np.int64),
+        np.take_along_axis(top, order, axis=1).astype(np.float32),
+    )
 
 
 def build_index(
@@ -286,7 +306,7 @@ def build_index(
     ef_search: int = 64,
     deterministic: bool = True,
 ) -> VectorIndex:
-    """Build an ``exact`` (IndexFlatIP) or ``hnsw`` (IndexHNSWFlat, inner product) index.
+    """Build an ``exact`` (flat scan, as IndexFlatIP) or ``hnsw`` (IndexHNSWFlat, IP) index.
 
     Parameters
     ----------
