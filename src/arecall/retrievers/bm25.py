@@ -1,0 +1,141 @@
+"""BM25 through the bm25s package, as a sparse queries × documents score matrix.
+
+TF-IDF cosine is the seed's retriever; BM25 is what most production lexical search runs, so the
+placement effect is measured on it too. The scoring is bm25s's own: its eager index holds, for
+every term, the BM25 contribution of each document containing it (idf × saturated tf with length
+normalisation, per ``method``), and a query's score of a document is the sum of its terms'
+contributions, a repeated query term counting again — exactly what ``bm25s.BM25.get_scores``
+computes. Here that sum is taken for a whole chunk of queries at once as one sparse product
+(query term counts × bm25s's term-by-document matrix, the same arrays bm25s holds, not a copy),
+and only documents scoring above zero are kept, as for every retriever.
+
+Tokens are ``[a-z0-9]+`` of the lower-cased text, as for `arecall.retrievers.tfidf` (no
+stemming, no stop words), so lexical retrievers differ only in weighting. ``method`` is one of
+``lucene`` (default), ``robertson`` or ``atire``; bm25s's BM25L and BM25+ add a constant to every
+document's score, which a sparse ranking of positive scores cannot hold, so they are refused.
+Scores are float32, bm25s's precision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import bm25s
+import numpy as np
+import scipy.sparse as sp
+from sklearn.feature_extraction.text import CountVectorizer
+
+from arecall.errors import ArecallError
+from arecall.retrievers.tfidf import TOKEN_PATTERN
+
+__all__ = ["BM25", "METHODS", "positive_part"]
+
+METHODS = ("lucene", "robertson", "atire")
+
+
+def positive_part(scores: sp.spmatrix) -> sp.csr_matrix:
+    """``scores`` as CSR with every entry ≤ 0 removed (documents that do not match), sorted.
+
+    Examples
+    --------
+    >>> positive_part(sp.csr_matrix(np.array([[0.5, -1.0, 0.0]]))).toarray().tolist()
+    [[0.5, 0.0, 0.0]]
+    """
+    out = sp.csr_matrix(scores)
+    out.data[out.data <= 0] = 0
+    out.eliminate_zeros()
+    out.sort_indices()
+    return out
+
+
+class BM25:
+    """Okapi BM25 scores from a `bm25s.BM25` index.
+
+    Parameters
+    ----------
+    k1 : float, default 1.5
+        Term-frequency saturation (≥ 0).
+    b : float, default 0.75
+        Length normalisation, in [0, 1].
+    method : {"lucene", "robertson", "atire"}, default "lucene"
+        bm25s's variant (idf and tf formulas, Kamphuis et al. 2020).
+
+    Attributes
+    ----------
+    model : bm25s.BM25
+        The fitted bm25s index (after `fit`); its ``vocab_dict`` maps this tokeniser's terms.
+
+    Examples
+    --------
+    >>> r = BM25().fit(["red apple", "green apple pie", "blue sky"])
+    >>> s = r.score(["apple pie"])
+    >>> s.shape, s.indices.tolist()
+    ((1, 3), [0, 1])
+    >>> bool(s[0, 1] > s[0, 0])
+    True
+    """
+
+    def __init__(self, *, k1: float = 1.5, b: float = 0.75, method: str = "lucene") -> None:
+        self.k1, self.b, self.method = k1, b, method
+        self._counter = CountVectorizer(lowercase=True, token_pattern=TOKEN_PATTERN, dtype=np.int32)
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> BM25:
+        """Build from the ``retriever`` config section, checking each parameter.
+
+        Examples
+        --------
+        >>> BM25.from_config({"b": 2})
+        Traceback (most recent call last):
+        ...
+        arecall.errors.ArecallError: retriever.b: must be a number in [0, 1], got 2
+        """
+        k1, b, method = cfg.get("k1", 1.5), cfg.get("b", 0.75), cfg.get("method", "lucene")
+        if isinstance(k1, bool) or not isinstance(k1, int | float) or not 0 <= k1 < float("inf"):
+            raise ArecallError(f"retriever.k1: must be a non-negative number, got {k1!r}")
+        if isinstance(b, bool) or not isinstance(b, int | float) or not 0 <= b <= 1:
+            raise ArecallError(f"retriever.b: must be a number in [0, 1], got {b!r}")
+        if method not in METHODS:
+            raise ArecallError(
+                f"retriever.method: must be one of {', '.join(METHODS)}, got {method!r} "
+                "(bm25l and bm25+ give every document a positive score)"
+            )
+        return cls(k1=float(k1), b=float(b), method=str(method))
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
+        """The tokens this retriever indexes: ``[a-z0-9]+`` of the lower-cased text.
+
+        Examples
+        --------
+        >>> BM25().tokenize(["Red-Apple 42"])
+        [['red', 'apple', '42']]
+        """
+        analyzer = self._counter.build_analyzer()
+        return [list(analyzer(t)) for t in texts]
+
+    def fit(self, documents: Sequence[str]) -> BM25:
+        """Index ``documents`` with bm25s (token ids from this tokeniser's vocabulary)."""
+        try:
+            counts = self._counter.fit_transform(documents).tocsr()
+        except ValueError:  # scikit-learn: "empty vocabulary"
+            raise ArecallError("retriever=bm25: the documents contain no [a-z0-9]+ token") from None
+        # each document as a list of term ids, a term repeated as often as it occurs (bm25s
+        # counts tf itself; the order of a document's tokens does not matter to BM25)
+        flat = np.repeat(counts.indices, counts.data).tolist()
+        ends = np.cumsum(np.asarray(counts.sum(axis=1)).ravel()).tolist()
+        token_ids = [flat[a:z] for a, z in zip([0, *ends[:-1]], ends, strict=True)]
+        vocab = {str(t): int(i) for t, i in self._counter.vocabulary_.items()}
+        self.model = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
+        self.model.index((token_ids, vocab), create_empty_token=False, show_progress=False)
+        s = self.model.scores
+        # bm25s keeps documents × terms as CSC: the same arrays are terms × documents as CSR
+        self._terms = sp.csr_matrix(
+            (s["data"], s["indices"], s["indptr"]), shape=(len(vocab), int(s["num_docs"]))
+        )
+        return self
+
+    def score(self, queries: Sequence[str]) -> sp.csr_matrix:
+        """BM25 scores, queries × documents (float32), positive entries only."""
+        counts = self._counter.transform(queries).astype(np.float32)
+        return positive_part(counts @ self._terms)

@@ -1,0 +1,152 @@
+"""Latent semantic analysis: the seed's TF-IDF projected onto a truncated SVD, scored by cosine.
+
+A dense retriever ranks differently from a lexical one — every document gets a score, documents
+sharing no word with the query can rank high — and placement effects depend on the ranking, so
+the study needs one. LSA is the dense retriever that needs no model download and is
+deterministic given ``random_state``: scikit-learn's `TfidfVectorizer` with the seed's weighting
+(tokens ``[a-z0-9]+``, 1 + ln tf, smooth idf, L2 norm), then `TruncatedSVD` (randomized,
+``n_components`` capped at the number of documents and of terms), then rows L2-normalised, so a
+dot product is a cosine.
+
+`score` returns the *positive* cosines as CSR — documents scoring ≤ 0 are dropped, as the seed
+drops zero scores — computed in float64 (unit vectors are kept in float64) and rounded to
+float32, in blocks of queries sized so that the dense block stays near `BLOCK_CELLS` floats
+whatever the number of documents. `embed_documents` / `embed_queries` give
+the float32 unit vectors themselves, for a vector index (e.g. faiss inner product) to reuse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.decomposition import TruncatedSVD
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.preprocessing import normalize
+
+from arecall.errors import ArecallError
+from arecall.retrievers.tfidf import TOKEN_PATTERN
+
+__all__ = ["BLOCK_CELLS", "DenseLSA"]
+
+BLOCK_CELLS = 1 << 23  # queries × documents cells per dense block (64 MB as float64)
+
+
+class DenseLSA:
+    """TF-IDF → truncated SVD → cosine, with embeddings exposed.
+
+    Parameters
+    ----------
+    n_components : int, default 128
+        Dimensions kept (at most the number of documents and of distinct terms).
+    random_state : int, default 0
+        Seed of the randomized SVD: equal seeds give equal embeddings.
+    n_iter : int, default 5
+        Power iterations of the randomized SVD.
+
+    Examples
+    --------
+    >>> r = DenseLSA(n_components=2).fit(["red apple", "green apple", "blue sky", "grey sky"])
+    >>> r.embed_documents().shape, r.embed_documents().dtype.name
+    ((4, 2), 'float32')
+    >>> int(r.score(["apple"]).toarray().argmax())
+    0
+    """
+
+    def __init__(self, *, n_components: int = 128, random_state: int = 0, n_iter: int = 5) -> None:
+        self.n_components, self.random_state, self.n_iter = n_components, random_state, n_iter
+        self._vectorizer = TfidfVectorizer(
+            lowercase=True,
+            token_pattern=TOKEN_PATTERN,
+            sublinear_tf=True,
+            smooth_idf=True,
+            norm="l2",
+            dtype=np.float32,
+        )
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> DenseLSA:
+        """Build from the ``retriever`` config section, checking each parameter.
+
+        Examples
+        --------
+        >>> DenseLSA.from_config({"n_components": 0})
+        Traceback (most recent call last):
+        ...
+        arecall.errors.ArecallError: retriever.n_components: must be a positive integer, got 0
+        """
+        values = {}
+        for field, default, minimum in (
+            ("n_components", 128, 1),
+            ("random_state", 0, 0),
+            ("n_iter", 5, 0),
+        ):
+            value = cfg.get(field, default)
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                what = "a positive integer" if minimum else "a non-negative integer"
+                raise ArecallError(f"retriever.{field}: must be {what}, got {value!r}")
+            values[field] = value
+        return cls(**values)
+
+    def fit(self, documents: Sequence[str]) -> DenseLSA:
+        """Fit the TF-IDF weighting and the SVD on ``documents``; embed them."""
+        try:
+            tfidf = self._vectorizer.fit_transform(documents)
+        except ValueError:  # scikit-learn: "empty vocabulary"
+            raise ArecallError(
+                "retriever=dense_lsa: the documents contain no [a-z0-9]+ token"
+            ) from None
+        if tfidf.shape[1] < 2:
+            raise ArecallError(
+                "retriever=dense_lsa: the documents have fewer than 2 distinct terms"
+            )
+        k = min(self.n_components, *tfidf.shape)
+        self._svd = TruncatedSVD(
+            n_components=k,
+            algorithm="randomized",
+            n_iter=self.n_iter,
+            random_state=self.random_state,
+        )
+        self._docs = self._unit(self._svd.fit_transform(tfidf))
+        return self
+
+    @staticmethod
+    def _unit(vectors: np.ndarray) -> np.ndarray:
+        return np.asarray(normalize(np.asarray(vectors, dtype=np.float64), norm="l2"))
+
+    def _queries(self, queries: Sequence[str]) -> np.ndarray:
+        return self._unit(self._svd.transform(self._vectorizer.transform(queries)))
+
+    def embed_documents(self) -> np.ndarray:
+        """The fitted documents' unit vectors, float32 (n_docs, n_components)."""
+        return self._docs.astype(np.float32)
+
+    def embed_queries(self, queries: Sequence[str]) -> np.ndarray:
+        """Unit vectors of ``queries`` in the documents' space, float32 (n_queries, k).
+
+        A query sharing no term with the corpus is the zero vector (it scores nothing).
+        """
+        return self._queries(queries).astype(np.float32)
+
+    def score(self, queries: Sequence[str]) -> sp.csr_matrix:
+        """Cosine scores, queries × documents (float32), positive entries only.
+
+        Products are taken in float64 and rounded to float32: BLAS picks kernels by block
+        shape, so a float32 product would let a query's scores depend (in the last bit) on the
+        other queries scored with it; rounding the float64 result hides that difference.
+        """
+        vectors = self._queries(queries)
+        n_docs = self._docs.shape[0]
+        step = max(1, BLOCK_CELLS // max(n_docs, 1))
+        blocks = []
+        for start in range(0, len(vectors), step):
+            dense = (vectors[start : start + step] @ self._docs.T).astype(np.float32)
+            keep = dense > 0
+            indptr = np.concatenate(([0], np.cumsum(keep.sum(axis=1))))
+            cols = np.nonzero(keep)[1]  # row-major: already grouped by query, columns ascending
+            blocks.append(sp.csr_matrix((dense[keep], cols, indptr), shape=dense.shape))
+        if not blocks:
+            return sp.csr_matrix((0, n_docs), dtype=np.float32)
+        return sp.vstack(blocks, format="csr")
