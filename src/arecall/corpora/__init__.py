@@ -35,10 +35,17 @@ def _synthetic(cfg: Mapping[str, Any]) -> Collection:
     return synthetic_collection(cfg)
 
 
+def _beir(cfg: Mapping[str, Any]) -> Collection:
+    from arecall.corpora.beir import beir_collection
+
+    return beir_collection(cfg)
+
+
 SOURCES: dict[str, Callable[[Mapping[str, Any]], Collection]] = {
     "discovery": _discovery,
     "seed_json": _seed_json,
     "synthetic": _synthetic,
+    "beir": _beir,
 }
 
 
