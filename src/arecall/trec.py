@@ -439,7 +439,8 @@ def _build_run(
     if len(bad):
         row = int(bad[0])
         raise ArecallError(
-            f"{_line(where, lines, row)}: score is {scores[row]!r}; scores must be finite numbers"
+            f"{_line(where, lines, row)}: score is {float(scores[row])!r}; "
+            "scores must be finite numbers"
         )
     dup = _first_duplicate(q, d, len(dvocab))
     if dup is not None:
@@ -590,6 +591,11 @@ def _number(text: str, what: str, path: Path, number: int) -> float:
     return value
 
 
+def _first_tag(path: Path) -> str:
+    with path.open("rb") as f:
+        return f.readline().split()[5].decode("utf-8")
+
+
 def load_run(path: str | os.PathLike[str], *, ties: Ties = "docid", name: str | None = None) -> Run:
     """Read a TREC run file (``qid Q0 docid rank score tag`` per line).
 
@@ -629,12 +635,11 @@ def load_run(path: str | os.PathLike[str], *, ties: Ties = "docid", name: str | 
             "f2": pa.string(),
             "f3": pa.float64(),
             "f4": pa.float64(),
-            "f5": pa.string(),
         },
         6,
     )
     if table is not None and table.num_rows and bool(pc.all(pc.is_finite(table["f3"])).as_py()):
-        tag = name if name is not None else table["f5"][0].as_py()
+        tag = name if name is not None else _first_tag(p)
         return _build_run(
             _encode(table["f0"].combine_chunks()),
             _encode(table["f2"].combine_chunks()),
