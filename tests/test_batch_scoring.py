@@ -89,13 +89,14 @@ def test_ranking_drops_documents_scoring_zero_and_respects_depth():
     assert r.n_positive.tolist() == [3]
 
 
-def test_ranking_extends_past_depth_until_each_principal_has_k_authorized():
+def test_a_short_principal_gets_its_next_authorized_items_from_below_the_kept_depth():
     scores = sp.csr_matrix([np.linspace(1.0, 0.01, 100)])
-    acl = sp.csr_matrix(np.isin(np.arange(100), [5, 50, 60, 90])[None, :])
-    r = rank_queries([scores], n_queries=1, depth=3, acl=acl, k_max=2)
-    assert r.lengths.tolist() == [51]  # down to the principal's 2nd authorized item
-    r = rank_queries([scores], n_queries=1, depth=3, acl=acl, k_max=10)
-    assert r.lengths.tolist() == [91]  # fewer than K authorized: down to the last one
+    acl = sp.csr_matrix(np.isin(np.arange(100), [1, 50, 60, 90])[None, :])
+    r = rank_queries([scores], n_queries=1, depth=3, acl=acl, k_max=3)
+    assert r.lengths.tolist() == [3]  # the head: max(depth, K)
+    assert r.tail_doc.tolist() == [50, 60] and r.tail_rank.tolist() == [50, 60]
+    lists = place_all(r, acl, 3)
+    assert lists.pre.tolist() == [[[1, 50, 60]]] and lists.post.tolist() == [[[1, -1, -1]]]
 
 
 def test_first_relevant_rank_is_exact_even_when_the_ranking_is_cut():

@@ -159,4 +159,18 @@ def place_all(
             ("pre_rank", pre_rank),
         ):
             out[name][:, rows, : arr.shape[2]] = arr
+    _append_tails(ranking, out["pre"], out["pre_rank"])
     return PlacedLists(**out)
+
+
+def _append_tails(ranking: Ranking, pre: np.ndarray, pre_rank: np.ndarray) -> None:
+    """Complete pre lists with the authorized items the rank stage found below the kept depth."""
+    p, q = ranking.tail_principal.astype(np.int64), ranking.tail_query.astype(np.int64)
+    if not len(p):
+        return
+    group = q * pre.shape[0] + p  # tails are sorted by (query, principal, rank)
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    within = np.arange(len(group)) - np.repeat(starts, np.diff(np.r_[starts, len(group)]))
+    slot = (pre >= 0).sum(axis=2)[p, q] + within
+    pre[p, q, slot] = ranking.tail_doc
+    pre_rank[p, q, slot] = ranking.tail_rank

@@ -7,11 +7,12 @@ but different in the last bit (another library's summation order) still tie and 
 id order, identically in every implementation.
 
 How deep a ranking is kept is decided per query. ``depth=None`` keeps every positive document
-(the seed's full ranking). An integer keeps at least that many, and then as many more as the
-pre-filter needs: for every principal, down to its ``k_max``-th authorized document (or all of
-them), so the pre list — the first K authorized items of the *full* ranking — is exact while a
-million-document ranking is never sorted in full. The rank of the first relevant document is
-taken from the full row before truncation, so MRR is exact too.
+(the seed's full ranking). An integer keeps the first ``max(depth, k_max)`` documents — enough for
+every top-K metric and for the post placement — plus, for each principal that has fewer than
+``k_max`` authorized documents among them, its next authorized documents further down (the
+*tail*), found in the full row. So the pre list — the first K authorized items of the full
+ranking — stays exact while only what it needs is stored. The rank of the first relevant
+document is taken from the full row too, so MRR is exact.
 """
 
 from __future__ import annotations
@@ -29,7 +30,17 @@ from arecall.errors import ArecallError
 __all__ = ["TIE_DECIMALS", "Ranking", "rank_queries", "rank_scores"]
 
 TIE_DECIMALS = 12
-_FIELDS = ("indptr", "doc_index", "score", "first_relevant", "n_positive")
+_FIELDS = (
+    "indptr",
+    "doc_index",
+    "score",
+    "first_relevant",
+    "n_positive",
+    "tail_principal",
+    "tail_query",
+    "tail_doc",
+    "tail_rank",
+)
 
 
 @dataclass(frozen=True)
@@ -46,6 +57,10 @@ class Ranking:
         1-based rank of the first relevant document in the full ranking; 0 if none scores > 0.
     n_positive : ndarray of int64, shape (n_queries,)
         How many documents scored above zero (the full ranking's length).
+    tail_principal, tail_query, tail_doc, tail_rank : ndarrays
+        Authorized documents below the kept depth that a principal's pre list needs: which
+        principal and query, which document, and its 0-based rank in the full ranking. Sorted
+        by (query, principal, rank); empty when the whole ranking is kept.
     """
 
     indptr: np.ndarray
@@ -53,6 +68,10 @@ class Ranking:
     score: np.ndarray
     first_relevant: np.ndarray
     n_positive: np.ndarray
+    tail_principal: np.ndarray
+    tail_query: np.ndarray
+    tail_doc: np.ndarray
+    tail_rank: np.ndarray
 
     @property
     def n_queries(self) -> int:
@@ -115,25 +134,32 @@ def _rank_of(key: np.ndarray, idx: np.ndarray, at: int) -> int:
     return int(np.count_nonzero((key < key[at]) | ((key == key[at]) & (idx < idx[at])))) + 1
 
 
-def _row_depth(
-    key: np.ndarray, idx: np.ndarray, allowed: np.ndarray, k_max: int, depth: int
-) -> tuple[np.ndarray, int]:
-    """The first entries of one row deep enough for every principal's exact pre list."""
+def _rank_row(
+    key: np.ndarray, idx: np.ndarray, allowed_t: np.ndarray, k_max: int, depth: int
+) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """One row: the kept head (positions, in order) and the tails (principal, position, rank).
+
+    ``allowed_t`` is the ACL transposed (documents × principals, C order), so gathering the
+    rows of a query's documents reads contiguous memory.
+    """
     n = len(key)
-    order = _first_d(key, idx, min(depth, n))
-    if len(order) == n or allowed.shape[0] == 0:
-        return order, len(order)
-    short = np.flatnonzero(allowed[:, idx[order]].sum(axis=1) < k_max)
-    need = len(order)
-    for p in short:  # rare: a principal with fewer than k_max authorized docs near the top
-        mine = np.flatnonzero(allowed[p, idx])
-        if len(mine) == 0:
-            continue
-        last = mine[_first_d(key[mine], idx[mine], min(k_max, len(mine)))[-1]]
-        need = max(need, _rank_of(key, idx, last))
-    if need > len(order):
-        order = _first_d(key, idx, need)
-    return order, len(order)
+    head = _first_d(key, idx, min(depth, n))
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    if len(head) == n or allowed_t.shape[1] == 0:
+        return head, empty
+    need = k_max - allowed_t[idx[head]].sum(axis=0)
+    if not (need > 0).any():
+        return head, empty
+    order = np.lexsort((idx, key))  # a principal is short of authorized items: go down the row
+    rest = order[len(head) :]
+    position, who = np.nonzero(allowed_t[idx[rest]])
+    by_principal = np.argsort(who, kind="stable")
+    who, position = who[by_principal], position[by_principal]
+    starts = np.flatnonzero(np.r_[True, who[1:] != who[:-1]])
+    within = np.arange(len(who)) - np.repeat(starts, np.diff(np.r_[starts, len(who)]))
+    keep = within < need[who]
+    who, position = who[keep], position[keep]
+    return head, (who.astype(np.int64), rest[position], len(head) + position.astype(np.int64))
 
 
 def rank_queries(
@@ -168,19 +194,25 @@ def rank_queries(
     >>> import scipy.sparse as sp
     >>> s = sp.csr_matrix([[0.9, 0.8, 0.7, 0.6]])
     >>> acl = sp.csr_matrix([[False, False, False, True]])
-    >>> rank_queries([s], n_queries=1, depth=1, acl=acl, k_max=1).padded().tolist()
-    [[0, 1, 2, 3]]
+    >>> r = rank_queries([s], n_queries=1, depth=1, acl=acl, k_max=1)
+    >>> r.padded().tolist(), r.tail_doc.tolist(), r.tail_rank.tolist()
+    ([[0]], [3], [3])
     """
     if depth is not None and depth <= 0:
         raise ArecallError(f"retriever.depth: must be a positive integer or null, got {depth}")
     depth = None if depth is None else max(depth, k_max)  # top-K metrics need K deep at least
-    allowed = np.zeros((0, 0), dtype=bool) if acl is None else np.asarray(acl.toarray(), dtype=bool)
+    allowed_t = (  # documents × principals, so a query's documents are contiguous rows
+        np.zeros((0, 0), dtype=bool)
+        if acl is None
+        else np.ascontiguousarray(np.asarray(acl.toarray(), dtype=bool).T)
+    )
     rel = None if relevance is None else sp.csr_matrix(relevance)
     lengths = np.zeros(n_queries, dtype=np.int64)
     first_relevant = np.zeros(n_queries, dtype=np.int64)
     n_positive = np.zeros(n_queries, dtype=np.int64)
     docs: list[np.ndarray] = []
     scores: list[np.ndarray] = []
+    tails: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     q = 0
     for chunk in score_chunks:
         block = sp.csr_matrix(chunk)
@@ -197,19 +229,28 @@ def rank_queries(
                     sub = np.flatnonzero(relevant)
                     best = sub[_first_d(key[sub], idx[sub], 1)[0]]
                     first_relevant[q] = _rank_of(key, idx, best)
-            order, lengths[q] = _row_depth(key, idx, allowed, k_max, depth or len(vals) or 1)
-            docs.append(idx[order].astype(np.int32))
-            scores.append(vals[order])
+            head, (who, at, rank) = _rank_row(key, idx, allowed_t, k_max, depth or len(vals) or 1)
+            lengths[q] = len(head)
+            docs.append(idx[head].astype(np.int32))
+            scores.append(vals[head])
+            if len(who):
+                tails.append((who, np.full(len(who), q), idx[at], rank))
             q += 1
     if q != n_queries:
         raise ValueError(f"score chunks held {q} rows, expected {n_queries}")
     indptr = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    columns = list(zip(*tails, strict=True)) if tails else [(np.zeros(0),)] * 4
+    tail = [np.concatenate(column) for column in columns]
     return Ranking(
         indptr=indptr,
         doc_index=np.concatenate(docs) if docs else np.zeros(0, dtype=np.int32),
         score=np.concatenate(scores) if scores else np.zeros(0, dtype=np.float64),
         first_relevant=first_relevant,
         n_positive=n_positive,
+        tail_principal=tail[0].astype(np.int32),
+        tail_query=tail[1].astype(np.int32),
+        tail_doc=tail[2].astype(np.int32),
+        tail_rank=tail[3].astype(np.int64),
     )
 
 
