@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -33,6 +34,10 @@ _ORDER_NOTE = (
     "seed's and verity's convention) or descending (--ties trec_eval: trec_eval's "
     "comp_sim_docno). The rank column is ignored, as trec_eval and ranx ignore it."
 )
+
+
+def _wrap(*paragraphs: str) -> str:
+    return "\n\n".join(textwrap.fill(p, width=79) for p in paragraphs)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -68,23 +73,23 @@ def _evaluate_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="arecall evaluate",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=(
+        description=_wrap(
             "Standard measures of a TREC run against TREC qrels (the same values as ranx and "
             "trec_eval), and with an ACL the authorized view per principal: Authorized "
             "Recall@K after (post) and before (pre) filtering, their gap with a bootstrap CI "
             "and a randomization p-value, and U@K, the unauthorized share of the first K."
         ),
-        epilog=(
-            f"{_ORDER_NOTE}\n\n"
+        epilog=_wrap(
+            _ORDER_NOTE,
             "Files: run lines 'qid Q0 docid rank score tag'; qrels lines 'qid 0 docid rel' "
             "(rel >= 1 is relevant); ACL lines 'doc_id<TAB>principal' (deny by default: an "
             "unlisted document is authorized to nobody); groups lines 'principal<TAB>group' "
-            "(ACL lines may then name groups).\n\n"
+            "(ACL lines may then name groups).",
             "Conventions: judged queries with nothing relevant score 0 on the standard "
             "measures and stay in the means (ranx/trec_eval) and are counted; a query-"
             "principal pair with nothing relevant authorized has ARecall 1 (the seed's "
             "convention), and the restricted means over the other pairs are shown with their "
-            "count."
+            "count.",
         ),
     )
     p.add_argument("--run", required=True, help="TREC run file")
@@ -333,12 +338,12 @@ def _fuse_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="arecall fuse",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=(
+        description=_wrap(
             "Reciprocal rank fusion of TREC runs: each document scores the sum over runs of "
             "weight / (smoothing + rank); ties by (-score, -number of runs, doc id). Writes a "
             "TREC run that 'arecall evaluate' reads."
         ),
-        epilog=f"{_ORDER_NOTE} A source's rank is the position in that order.",
+        epilog=_wrap(f"{_ORDER_NOTE} A source's rank is the position in that order."),
     )
     p.add_argument("runs", nargs="+", metavar="RUN", help="TREC run files to fuse")
     p.add_argument("--out", required=True, metavar="FUSED", help="fused TREC run to write")

@@ -434,7 +434,8 @@ def _build_run(
     q, qvocab = _codes(qids)
     d, dvocab = _codes(docs)
     if len(q) == 0:
-        raise ArecallError(f"{where}: line 1: no results; expected lines '{_RUN_FIELDS}'")
+        at = f"{where}: line 1" if lines is not None else where
+        raise ArecallError(f"{at}: no results; expected lines '{_RUN_FIELDS}'")
     bad = np.flatnonzero(~np.isfinite(scores))
     if len(bad):
         row = int(bad[0])
@@ -483,7 +484,8 @@ def _build_qrels(
     q, qvocab = _codes(qids)
     d, dvocab = _codes(docs)
     if len(q) == 0 and not empty_queries:
-        raise ArecallError(f"{where}: line 1: no judgments; expected lines '{_QRELS_FIELDS}'")
+        at = f"{where}: line 1" if lines is not None else where
+        raise ArecallError(f"{at}: no judgments; expected lines '{_QRELS_FIELDS}'")
     dup = _first_duplicate(q, d, len(dvocab))
     if dup is not None:
         doc = dvocab[int(d[dup])].as_py()
@@ -639,12 +641,11 @@ def load_run(path: str | os.PathLike[str], *, ties: Ties = "docid", name: str | 
         6,
     )
     if table is not None and table.num_rows and bool(pc.all(pc.is_finite(table["f3"])).as_py()):
-        tag = name if name is not None else _first_tag(p)
         return _build_run(
             _encode(table["f0"].combine_chunks()),
             _encode(table["f2"].combine_chunks()),
             table["f4"].to_numpy(),
-            name=tag,
+            name=name if name is not None else _first_tag(p),
             ties=ties,
             where=where,
             lines=np.arange(1, table.num_rows + 1),
