@@ -9,7 +9,9 @@ Reproducibility: every column except ``qps`` is a deterministic function of the 
 HNSW graph is built single-threaded, the ``auto`` planner decides from distance counts, not
 timings). ``qps`` is wall-clock and varies run to run, so it is listed in ``TIMING_COLUMNS``,
 left out of ``render_markdown`` unless asked for, and should be written to its own file;
-``deterministic_columns(df)`` drops it.
+``deterministic_columns(df)`` drops it. The ``audit`` table is the exception: LanceDB builds
+its graph from an unseeded generator, so its rows vary slightly between runs
+(``arecall.vector.stores.lancedb``).
 """
 
 from __future__ import annotations

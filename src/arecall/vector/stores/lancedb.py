@@ -9,6 +9,12 @@ index, so the two stores differ only in how they place the filter. ``IVF_HNSW_SQ
 0.40 on verity's corpus: post-filtering returns well under 1 of 10 at 1–3% selectivity;
 prefiltering returns 10.
 
+Not byte-reproducible: lance draws its HNSW levels from an unseeded generator (and builds in
+parallel), so two builds of the same data link different graphs, even with
+``LANCE_CPU_THREADS=1``. Between runs the post-filter rows move by a few hundredths of a result
+(0.36 vs 0.34 of 10 at 3%); the shape — post under-returns, prefilter returns k — does not.
+Treat an audit table like a timing: log it, do not pin its bytes.
+
 The table lives in a temporary directory removed by ``close``.
 """
 
