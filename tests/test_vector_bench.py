@@ -1,0 +1,55 @@
+"""The benchmark harness runs end to end at a toy size and checks its own targets."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from arecall.vector.bench import render_benchmark, run_benchmark
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_benchmark_rows_and_targets() -> None:
+    result = run_benchmark(
+        n_docs=3000,
+        dims=16,
+        n_queries=30,
+        selectivities=[0.001, 0.1, 1.0],
+        threads=None,
+        dataset="lowrank",
+        repeats=1,
+    )
+    table = result.table
+    # 0.1% of 3,000 is fewer than k documents: skipped.
+    assert sorted(table["selectivity"].unique()) == [0.1, 1.0]
+    assert table["mode"].tolist()[:4] == ["post", "pushdown", "auto", "pre"]
+    auto = table[table["mode"] == "auto"]
+    assert (auto["recall"] >= 0.95).all() and (auto["returned"] == 10).all()
+    assert (table[table["mode"] == "pre"]["speedup"] == 1.0).all()
+    text = render_benchmark(result)
+    assert "auto recall@10 ≥ 0.95 at every selectivity: met" in text
+    assert "auto QPS ≥ 10× exact pre at selectivity ≥ 10%" in text
+
+
+def test_cli_reports_bad_input_in_one_line(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_vector.py"),
+            "--n-docs",
+            "500",
+            "--selectivities",
+            "0.5,2",
+            "--data",
+            "verity",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "bench_vector: selectivities=2.0: must be in (0, 1] (a fraction of the corpus)"
+    ]
