@@ -118,8 +118,13 @@ class Acl:
         ('a', 'b')
         """
         names = tuple(str(p) for p in (principals if principals is not None else grants))
-        pairs = [(str(doc), str(p)) for p, docs in grants.items() for doc in docs]
-        return _acl_from_pairs(pairs, names, {}, None)
+        docs: list[str] = []
+        granted_to: list[str] = []
+        for p, granted in grants.items():
+            listed = [str(d) for d in granted]
+            docs += listed
+            granted_to += [str(p)] * len(listed)
+        return _acl_from_pairs(docs, granted_to, names, {}, None)
 
     def allowed(self, principal: str) -> set[str]:
         """The documents ``principal`` may use (empty for an unknown principal)."""
@@ -139,42 +144,37 @@ class Acl:
 
 
 def _acl_from_pairs(
-    pairs: Sequence[tuple[str, str]],
+    docs: Sequence[str],
+    names: Sequence[str],
     principals: Sequence[str],
     groups: Mapping[str, set[str]],
-    lines: Sequence[str] | None,
+    origin: tuple[Path, Sequence[int]] | None,
 ) -> Acl:
-    """``pairs`` are (doc, name) with name a principal or a group; ``groups`` maps a principal
-    to its groups; ``lines`` names each pair's origin for error messages (None: no checks)."""
+    """ACL lines (docs[i], names[i]), a name being a principal or a group; ``groups`` maps a
+    principal to its groups; ``origin`` = (file, line numbers) enables the name checks."""
     if len(set(principals)) != len(principals):
         dup = next(p for p in principals if list(principals).count(p) > 1)
         raise ArecallError(f"principal {dup!r} is listed twice")
     index = {p: i for i, p in enumerate(principals)}
-    group_names = sorted({g for gs in groups.values() for g in gs})
-    if lines is not None:
-        known = set(index) | set(group_names)
-        for (_, name), where in zip(pairs, lines, strict=True):
-            if name not in known:
-                what = "a listed principal nor a group" if group_names else "a listed principal"
-                raise ArecallError(
-                    f"{where}: {name!r} is neither {what} "
-                    f"(principals: {', '.join(principals) or 'none'})"
-                )
-    docs, doc_codes = (
-        np.unique(np.asarray([d for d, _ in pairs], dtype=object), return_inverse=True)
-        if pairs
-        else (np.array([], dtype=object), np.zeros(0, dtype=np.int64))
-    )
-    names = [n for _, n in pairs]
-    name_ids = {n: i for i, n in enumerate(dict.fromkeys(names))}
-    # doc × name incidence, then principal × name membership (itself, or one of its groups)
+    doc_codes, doc_vocab = _dictionary(docs)
+    name_codes, name_vocab = _dictionary(names)
+    name_list = name_vocab.to_pylist()
+    if origin is not None:
+        group_names = {g for gs in groups.values() for g in gs}
+        unknown = [i for i, n in enumerate(name_list) if n not in index and n not in group_names]
+        if unknown:
+            row = int(np.flatnonzero(np.isin(name_codes, unknown))[0])
+            what = "a listed principal nor a group" if group_names else "a listed principal"
+            raise ArecallError(
+                f"{origin[0]}: line {origin[1][row]}: {name_list[name_codes[row]]!r} is neither "
+                f"{what} (principals: {', '.join(principals) or 'none'})"
+            )
+    # name × doc incidence, then principal × name membership (itself, or one of its groups)
     incidence = sp.csr_matrix(
-        (
-            np.ones(len(pairs), dtype=np.int32),
-            (np.asarray([name_ids[n] for n in names], dtype=np.int64), doc_codes.ravel()),
-        ),
-        shape=(len(name_ids), len(docs)),
+        (np.ones(len(doc_codes), dtype=np.int32), (name_codes, doc_codes)),
+        shape=(len(name_list), len(doc_vocab)),
     )
+    name_ids = {n: i for i, n in enumerate(name_list)}
     rows, cols = [], []
     for p, i in index.items():
         for name in {p} | set(groups.get(p, ())):
@@ -186,14 +186,21 @@ def _acl_from_pairs(
     )
     grants = (member @ incidence).astype(bool).tocsr()
     grants.sort_indices()
-    return Acl(tuple(principals), pa.array(docs.tolist(), type=pa.string()), grants)
+    return Acl(tuple(principals), doc_vocab, grants)
 
 
-def _tsv_pairs(path: Path, header: tuple[str, str]) -> tuple[list[tuple[str, str]], list[str]]:
+def _dictionary(values: Sequence[str]) -> tuple[np.ndarray, pa.Array]:
+    encoded = pc.dictionary_encode(pa.array(values, type=pa.string()))
+    return np.asarray(encoded.indices.to_numpy(), dtype=np.int64), encoded.dictionary
+
+
+def _tsv_pairs(path: Path, header: tuple[str, str]) -> tuple[list[str], list[str], list[int]]:
+    """The two columns of a two-column TSV and the line number of each row."""
     if not path.is_file():
         raise ArecallError(f"{path}: file not found")
-    pairs: list[tuple[str, str]] = []
-    where: list[str] = []
+    first_col: list[str] = []
+    second_col: list[str] = []
+    numbers: list[int] = []
     first = True
     with path.open("rb") as f:
         for number, raw in enumerate(f, start=1):
@@ -214,13 +221,14 @@ def _tsv_pairs(path: Path, header: tuple[str, str]) -> tuple[list[tuple[str, str
                     f"({header[0]}<TAB>{header[1]}), found {len(fields)}"
                     + ("" if len(fields) != 2 else " with an empty one")
                 )
-            pairs.append((fields[0], fields[1]))
-            where.append(f"{path}: line {number}")
-    if not pairs:
+            first_col.append(fields[0])
+            second_col.append(fields[1])
+            numbers.append(number)
+    if not numbers:
         raise ArecallError(
             f"{path}: line 1: the file is empty; expected {header[0]}<TAB>{header[1]} lines"
         )
-    return pairs, where
+    return first_col, second_col, numbers
 
 
 def load_acl(
@@ -255,16 +263,16 @@ def load_acl(
     >>> acl.principals, sorted(acl.allowed("bob")), sorted(acl.allowed("alice"))
     (('alice', 'bob'), ['d1', 'd2'], ['d1'])
     """
-    pairs, where = _tsv_pairs(Path(path), ("doc_id", "principal"))
+    docs, names, numbers = _tsv_pairs(Path(path), ("doc_id", "principal"))
     membership: dict[str, set[str]] = {}
     if groups is not None:
-        for principal, group in _tsv_pairs(Path(groups), ("principal", "group"))[0]:
+        members, group_of, _ = _tsv_pairs(Path(groups), ("principal", "group"))
+        for principal, group in zip(members, group_of, strict=True):
             membership.setdefault(principal, set()).add(group)
     group_names = {g for gs in membership.values() for g in gs}
     if principals is None:
-        names = {n for _, n in pairs if n not in group_names} | set(membership)
-        principals = sorted(names)
-    return _acl_from_pairs(pairs, list(principals), membership, where)
+        principals = sorted(({n for n in set(names) if n not in group_names}) | set(membership))
+    return _acl_from_pairs(docs, names, list(principals), membership, (Path(path), numbers))
 
 
 def _as_acl(acl: Any, principals: Sequence[str] | None, groups: Any) -> Acl | None:
