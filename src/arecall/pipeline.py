@@ -29,6 +29,7 @@ from arecall.ranking import Ranking, rank_queries
 from arecall.report import curve_frame, render_tables
 from arecall.retrievers import make_retriever
 from arecall.scoring import PairScores, score_pairs, summarise
+from arecall.significance import delta_significance
 
 __all__ = ["STAGES", "Layout", "run_all", "run_in_memory"]
 
@@ -126,8 +127,26 @@ def score(cfg: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
     frame = scores.to_frame(collection.query_ids, collection.principal_names)
     write_parquet(layout.pairs, frame)
     metrics = summarise(scores, n_documents=len(collection.documents))
+    _add_significance(metrics, scores, cfg["evaluation"].get("significance") or {})
     write_json(layout.metrics, metrics)
     return metrics
+
+
+def _add_significance(metrics: dict[str, Any], scores: PairScores, scfg: Mapping[str, Any]) -> None:
+    """Δ@K = pre − post per pair: paired bootstrap CI and randomization p, both conventions."""
+    nonempty = scores.n_authorized_relevant > 0
+    options = {
+        "confidence": float(scfg.get("confidence", 0.95)),
+        "n_resamples": int(scfg.get("resamples", 2000)),
+        "seed": int(scfg.get("seed", 0)),
+    }
+    for i, k in enumerate(scores.ks):
+        pre = scores.metrics["arecall_pre"][:, :, i]
+        post = scores.metrics["arecall_post"][:, :, i]
+        sig = {"gap": delta_significance(pre.ravel(), post.ravel(), **options)}
+        if nonempty.any():
+            sig["gap_nonempty"] = delta_significance(pre[nonempty], post[nonempty], **options)
+        metrics["k"][str(k)]["significance"] = sig
 
 
 def prove(cfg: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
