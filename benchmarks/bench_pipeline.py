@@ -27,16 +27,16 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from seed_reference import seed_reference  # noqa: E402
+from seed_reference import seed_reference
 
-from arecall.config import default_config, ks_of  # noqa: E402
-from arecall.corpora import load_corpus  # noqa: E402
-from arecall.pipeline import STAGES  # noqa: E402
-from arecall.placement import place_all  # noqa: E402
-from arecall.profiles import apply_profiles  # noqa: E402
-from arecall.ranking import rank_queries  # noqa: E402
-from arecall.retrievers import make_retriever  # noqa: E402
-from arecall.scoring import score_pairs, summarise  # noqa: E402
+from arecall.config import default_config, ks_of
+from arecall.corpora import load_corpus
+from arecall.pipeline import STAGES
+from arecall.placement import place_all
+from arecall.profiles import apply_profiles
+from arecall.ranking import rank_queries
+from arecall.retrievers import make_retriever
+from arecall.scoring import score_pairs, summarise
 
 COMPARED = (
     "recall",
