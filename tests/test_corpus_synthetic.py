@@ -133,6 +133,12 @@ def test_graded_relevance_is_2_on_the_query_subtopic_and_1_elsewhere_in_its_doma
     assert (rel == 2).any() and (rel == 1).any()
 
 
+def test_subtopic_relevance_is_only_the_query_domain_and_subtopic():
+    graded = load_corpus({**SMALL, "relevance": "graded", "subtopics": 3}).relevance_matrix()
+    subtopic = load_corpus({**SMALL, "relevance": "subtopic", "subtopics": 3}).relevance_matrix()
+    assert np.array_equal(subtopic.toarray(), (graded.toarray() == 2).astype(float))
+
+
 def test_the_corpus_acl_grants_each_principal_its_whole_domains_and_nothing_else():
     c = load_corpus({**SMALL, "n_principals": 5, "domains_per_principal": 2})
     acl = c.acl_matrix().toarray()
@@ -182,7 +188,7 @@ def test_more_query_noise_means_lower_mrr_with_tfidf():
         ({"shared_vocab": 1.5}, "corpus.shared_vocab: must be a number in [0, 1], got 1.5"),
         ({"query_noise": -0.1}, "corpus.query_noise: must be a number in [0, 1]"),
         ({"topic_focus": True}, "corpus.topic_focus: must be a number in [0, 1]"),
-        ({"relevance": "bm25"}, "corpus.relevance: must be one of domain, graded"),
+        ({"relevance": "bm25"}, "corpus.relevance: must be one of domain, graded, subtopic"),
         ({"domains_per_principal": 9}, "corpus.domains_per_principal: must be at most"),
         ({"sensitivity_mix": [1, 1]}, "corpus.sensitivity_mix: must be 3 non-negative weights"),
         ({"sensitivity_mix": [0, 0, 0]}, "corpus.sensitivity_mix"),

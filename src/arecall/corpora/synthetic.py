@@ -12,11 +12,12 @@ The generative model (every draw from one ``numpy.random.Generator`` seeded by `
   vocab_size)`` are *shared* by every domain; the rest are split into ``n_domains`` equal
   *private* blocks, each split again into ``subtopics`` equal slices.
 * **Documents.** Document ``i`` belongs to domain ``i mod n_domains`` (so domains differ in size
-  by at most one) and to a uniformly drawn sub-topic; its length is ``1 + Poisson(doc_length −
-  1)``. Each token is drawn uniformly from the domain's vocabulary (shared words ∪ the domain's
-  private block); a private token comes from the document's sub-topic slice with probability
-  ``topic_focus`` and from the whole private block otherwise. ``shared_vocab`` ↑ therefore means
-  fewer words that tell domains apart, and retrieval gets harder.
+  by at most one) and to sub-topic ``(i div n_domains) mod subtopics`` (so every sub-topic of a
+  domain has documents once the domain has ``subtopics`` of them); its length is
+  ``1 + Poisson(doc_length − 1)``. Each token is drawn uniformly from the domain's vocabulary
+  (shared words ∪ the domain's private block); a private token comes from the document's
+  sub-topic slice with probability ``topic_focus`` and from the whole private block otherwise.
+  ``shared_vocab`` ↑ therefore means fewer words that tell domains apart: retrieval gets harder.
 * **Queries.** ``queries_per_domain`` per domain; the j-th query of a domain has sub-topic
   ``j mod subtopics`` and exactly ``query_length`` tokens. Each token is *off-domain* with
   probability ``query_noise`` (uniform over the other domains' private words; over the whole
@@ -24,6 +25,9 @@ The generative model (every draw from one ``numpy.random.Generator`` seeded by `
   a document of the query's domain and sub-topic.
 * **Relevance.** ``domain``: every document of the query's domain, relevance 1 (the seed's rule).
   ``graded``: 2 for documents of the query's domain *and* sub-topic, 1 for the rest of its domain.
+  ``subtopic``: only the documents of the query's domain and sub-topic, relevance 1 — at scale,
+  ``n_docs / (n_domains × subtopics)`` relevant documents per query instead of ``n_docs /
+  n_domains``, so Recall@K is not ≈ 0 by construction.
 * **Authorization.** Each document's ``sensitivity`` is drawn from internal / confidential /
   restricted with probabilities ``sensitivity_mix``. Principal ``j`` is granted
   ``domains_per_principal`` distinct domains drawn at random (the ``domains`` column) and has
@@ -55,7 +59,7 @@ from arecall.profiles import LEVELS, acl_from_masks
 __all__ = ["BATCH", "LEVELS", "SyntheticSpec", "synthetic_collection"]
 
 BATCH = 65_536  # documents per generation batch (fixed: part of what a seed means)
-RELEVANCE = ("domain", "graded")
+RELEVANCE = ("domain", "graded", "subtopic")
 
 
 @dataclass(frozen=True)
@@ -317,13 +321,12 @@ def synthetic_collection(cfg: Mapping[str, Any]) -> Collection:
 
     # documents, batch by batch
     doc_domain = np.arange(n, dtype=np.int64) % n_dom
-    doc_subtopic = np.empty(n, dtype=np.int64)
+    doc_subtopic = (np.arange(n, dtype=np.int64) // n_dom) % spec.subtopics
     doc_level = np.empty(n, dtype=np.int64)
     chunks = []
     for start in range(0, n, BATCH):
         stop = min(n, start + BATCH)
         m = stop - start
-        doc_subtopic[start:stop] = rng.integers(0, spec.subtopics, m)
         doc_level[start:stop] = rng.choice(len(LEVELS), size=m, p=spec.sensitivity_mix)
         lengths = 1 + rng.poisson(spec.doc_length - 1, m)
         owner = np.repeat(np.arange(start, stop), lengths)
@@ -358,7 +361,7 @@ def synthetic_collection(cfg: Mapping[str, Any]) -> Collection:
         }
     )
 
-    # qrels: every document of the query's domain (graded: 2 on the query's sub-topic)
+    # qrels: every document of the query's domain (graded: 2 on its sub-topic; subtopic: only those)
     by_domain = np.argsort(doc_domain, kind="stable")
     sizes = np.bincount(doc_domain, minlength=n_dom)
     starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
@@ -367,8 +370,11 @@ def synthetic_collection(cfg: Mapping[str, Any]) -> Collection:
     first = np.repeat(np.cumsum(per_query) - per_query, per_query)
     d_rows = by_domain[np.repeat(starts[q_domain], per_query) + np.arange(len(q_rows)) - first]
     relevance = np.ones(len(q_rows), dtype=np.float64)
+    on_topic = doc_subtopic[d_rows] == q_subtopic[q_rows]
     if spec.relevance == "graded":
-        relevance[doc_subtopic[d_rows] == q_subtopic[q_rows]] = 2.0
+        relevance[on_topic] = 2.0
+    elif spec.relevance == "subtopic":
+        q_rows, d_rows, relevance = q_rows[on_topic], d_rows[on_topic], relevance[on_topic]
     qrels = pd.DataFrame(
         {
             "query_id": _categorical(q_rows, query_ids),
