@@ -16,7 +16,7 @@ from arecall.retrievers import make_retriever
 from arecall.retrievers.bm25 import BM25
 from arecall.retrievers.dense_lsa import DenseLSA
 from arecall.retrievers.sklearn_tfidf import SklearnTfidf
-from arecall.retrievers.tfidf import SeedTfidf
+from arecall.retrievers.tfidf import tokenize
 
 CORPUS = {"name": "synthetic", "seed": 11, "n_domains": 5, "docs_per_domain": 40}
 
@@ -57,8 +57,8 @@ def test_bm25_scores_equal_bm25s_own_scores(texts, method, k1, b):
     scores = ours.score(queries).toarray()
     # bm25s indexing the same tokens through its own front door (its own vocabulary)
     reference = bm25s.BM25(k1=k1, b=b, method=method)
-    reference.index(ours.tokenize(docs), show_progress=False)
-    for i, tokens in enumerate(ours.tokenize(queries)):
+    reference.index(BM25.tokenize(docs), show_progress=False)
+    for i, tokens in enumerate(BM25.tokenize(queries)):
         expected = reference.get_scores(tokens) if tokens else np.zeros(len(docs))
         expected = np.where(expected > 0, expected, 0.0)
         np.testing.assert_allclose(scores[i], expected, rtol=1e-5, atol=1e-6, err_msg=queries[i])
@@ -68,9 +68,9 @@ def test_bm25_ranking_equals_the_ranking_of_bm25s_scores(texts):
     docs, queries = texts
     ours = BM25().fit(docs)
     reference = bm25s.BM25()
-    reference.index(ours.tokenize(docs), show_progress=False)
+    reference.index(BM25.tokenize(docs), show_progress=False)
     scores = ours.score(queries).toarray()
-    for i, tokens in enumerate(ours.tokenize(queries)[:-1]):
+    for i, tokens in enumerate(BM25.tokenize(queries)[:-1]):
         expected = reference.get_scores(tokens)
         mine, theirs = np.round(scores[i], 4), np.round(expected, 4)
         assert np.array_equal(
@@ -100,9 +100,13 @@ def test_bm25_scores_of_a_query_do_not_depend_on_its_chunk(texts):
 
 def test_bm25_tokenises_like_the_seed_tfidf(texts):
     docs, _ = texts
-    bm25 = BM25().fit(docs)
-    tfidf = SeedTfidf().fit(docs)
-    assert bm25.model.vocab_dict == {str(t): int(i) for t, i in tfidf._counter.vocabulary_.items()}
+    rows, tokens = tokenize(docs)
+    per_doc = [[] for _ in docs]
+    for row, token in zip(rows.tolist(), tokens.to_pylist(), strict=True):
+        per_doc[row].append(token)
+    assert BM25.tokenize(docs) == per_doc
+    assert set(BM25().fit(docs).model.vocab_dict) == set(tokens.to_pylist())
+    assert BM25.tokenize(["Kelvin \u212a9 and ß"]) == [["kelvin", "k9", "and"]]
 
 
 def test_bm25_parameters_reach_bm25s():

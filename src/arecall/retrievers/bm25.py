@@ -9,8 +9,9 @@ computes. Here that sum is taken for a whole chunk of queries at once as one spa
 (query term counts × bm25s's term-by-document matrix, the same arrays bm25s holds, not a copy),
 and only documents scoring above zero are kept, as for every retriever.
 
-Tokens are ``[a-z0-9]+`` of the lower-cased text, as for `arecall.retrievers.tfidf` (no
-stemming, no stop words), so lexical retrievers differ only in weighting. ``method`` is one of
+Tokens are ``[a-z0-9]+`` of the lower-cased text, by `arecall.retrievers.tfidf.tokenize` itself
+(no stemming, no stop words; Arrow buffers, no Python object per token), so lexical retrievers
+differ only in weighting. ``method`` is one of
 ``lucene`` (default), ``robertson`` or ``atire``; bm25s's BM25L and BM25+ add a constant to every
 document's score, which a sparse ranking of positive scores cannot hold, so they are refused.
 Scores are float32, bm25s's precision.
@@ -23,11 +24,11 @@ from typing import Any
 
 import bm25s
 import numpy as np
+import pyarrow.compute as pc
 import scipy.sparse as sp
-from sklearn.feature_extraction.text import CountVectorizer
 
 from arecall.errors import ArecallError
-from arecall.retrievers.tfidf import TOKEN_PATTERN
+from arecall.retrievers.tfidf import tokenize
 
 __all__ = ["BM25", "METHODS", "positive_part"]
 
@@ -64,7 +65,7 @@ class BM25:
     Attributes
     ----------
     model : bm25s.BM25
-        The fitted bm25s index (after `fit`); its ``vocab_dict`` maps this tokeniser's terms.
+        The fitted bm25s index (after `fit`); its ``vocab_dict`` maps the tokeniser's terms.
 
     Examples
     --------
@@ -78,7 +79,6 @@ class BM25:
 
     def __init__(self, *, k1: float = 1.5, b: float = 0.75, method: str = "lucene") -> None:
         self.k1, self.b, self.method = k1, b, method
-        self._counter = CountVectorizer(lowercase=True, token_pattern=TOKEN_PATTERN, dtype=np.int32)
 
     @classmethod
     def from_config(cls, cfg: Any) -> BM25:
@@ -103,29 +103,28 @@ class BM25:
             )
         return cls(k1=float(k1), b=float(b), method=str(method))
 
-    def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
-        """The tokens this retriever indexes: ``[a-z0-9]+`` of the lower-cased text.
+    @staticmethod
+    def tokenize(texts: Sequence[str]) -> list[list[str]]:
+        """The tokens this retriever indexes: `arecall.retrievers.tfidf.tokenize`'s, per text.
 
         Examples
         --------
-        >>> BM25().tokenize(["Red-Apple 42"])
-        [['red', 'apple', '42']]
+        >>> BM25.tokenize(["Red-Apple 42", ""])
+        [['red', 'apple', '42'], []]
         """
-        analyzer = self._counter.build_analyzer()
-        return [list(analyzer(t)) for t in texts]
+        rows, tokens = tokenize(texts)
+        return _split(tokens.to_pylist(), rows, len(texts))
 
     def fit(self, documents: Sequence[str]) -> BM25:
         """Index ``documents`` with bm25s (token ids from this tokeniser's vocabulary)."""
-        try:
-            counts = self._counter.fit_transform(documents).tocsr()
-        except ValueError:  # scikit-learn: "empty vocabulary"
-            raise ArecallError("retriever=bm25: the documents contain no [a-z0-9]+ token") from None
-        # each document as a list of term ids, a term repeated as often as it occurs (bm25s
-        # counts tf itself; the order of a document's tokens does not matter to BM25)
-        flat = np.repeat(counts.indices, counts.data).tolist()
-        ends = np.cumsum(np.asarray(counts.sum(axis=1)).ravel()).tolist()
-        token_ids = [flat[a:z] for a, z in zip([0, *ends[:-1]], ends, strict=True)]
-        vocab = {str(t): int(i) for t, i in self._counter.vocabulary_.items()}
+        rows, tokens = tokenize(documents)
+        if len(tokens) == 0:
+            raise ArecallError("retriever=bm25: the documents contain no [a-z0-9]+ token")
+        encoded = pc.dictionary_encode(tokens)
+        self._vocabulary = encoded.dictionary
+        vocab = {str(t): i for i, t in enumerate(self._vocabulary.to_pylist())}
+        # each document as its list of term ids (bm25s counts tf and length itself)
+        token_ids = _split(encoded.indices.to_numpy().tolist(), rows, len(documents))
         self.model = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
         self.model.index((token_ids, vocab), create_empty_token=False, show_progress=False)
         s = self.model.scores
@@ -137,5 +136,21 @@ class BM25:
 
     def score(self, queries: Sequence[str]) -> sp.csr_matrix:
         """BM25 scores, queries × documents (float32), positive entries only."""
-        counts = self._counter.transform(queries).astype(np.float32)
+        rows, tokens = tokenize(queries)
+        codes = pc.index_in(tokens, value_set=self._vocabulary).to_numpy(zero_copy_only=False)
+        seen = ~np.isnan(codes.astype(np.float64))  # a term bm25s never indexed scores nothing
+        counts = sp.csr_matrix(
+            (
+                np.ones(int(seen.sum()), dtype=np.float32),
+                (rows[seen], codes[seen].astype(np.int64)),
+            ),
+            shape=(len(queries), len(self._vocabulary)),
+        )
+        counts.sum_duplicates()  # a repeated query term counts again, as in bm25s
         return positive_part(counts @ self._terms)
+
+
+def _split(flat: list[Any], rows: np.ndarray, n: int) -> list[list[Any]]:
+    """Group ``flat`` (ordered by ``rows``, ascending) into ``n`` lists."""
+    ends = np.cumsum(np.bincount(rows, minlength=n)).tolist()
+    return [flat[a:z] for a, z in zip([0, *ends[:-1]], ends, strict=True)]
