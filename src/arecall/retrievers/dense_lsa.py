@@ -3,16 +3,20 @@
 A dense retriever ranks differently from a lexical one — every document gets a score, documents
 sharing no word with the query can rank high — and placement effects depend on the ranking, so
 the study needs one. LSA is the dense retriever that needs no model download and is
-deterministic given ``random_state``: scikit-learn's `TfidfVectorizer` with the seed's weighting
-(tokens ``[a-z0-9]+``, 1 + ln tf, smooth idf, L2 norm), then `TruncatedSVD` (randomized,
-``n_components`` capped at the number of documents and of terms), then rows L2-normalised, so a
-dot product is a cosine.
+deterministic given ``random_state``:
+
+1. the seed's TF-IDF weighting, as scikit-learn's `TfidfVectorizer` would compute it: tokens
+   ``[a-z0-9]+`` (by `arecall.retrievers.tfidf.tokenize`, on Arrow buffers, so a million
+   documents tokenise in seconds), then `TfidfTransformer` with 1 + ln tf, smooth idf and L2
+   norm; query terms the corpus never saw are dropped, as scikit-learn drops them;
+2. `TruncatedSVD` (randomized; ``n_components`` capped at the number of documents and of terms);
+3. rows L2-normalised, so a dot product is a cosine.
 
 `score` returns the *positive* cosines as CSR — documents scoring ≤ 0 are dropped, as the seed
 drops zero scores — computed in float64 (unit vectors are kept in float64) and rounded to
-float32, in blocks of queries sized so that the dense block stays near `BLOCK_CELLS` floats
-whatever the number of documents. `embed_documents` / `embed_queries` give
-the float32 unit vectors themselves, for a vector index (e.g. faiss inner product) to reuse.
+float32, in blocks of queries sized so that a dense block stays near `BLOCK_CELLS` cells whatever
+the number of documents. `embed_documents` / `embed_queries` give the float32 unit vectors
+themselves, for a vector index (e.g. faiss inner product) to reuse.
 """
 
 from __future__ import annotations
@@ -21,13 +25,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pyarrow.compute as pc
 import scipy.sparse as sp
 from sklearn.decomposition import TruncatedSVD
-from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.feature_extraction.text import TfidfTransformer
 from sklearn.preprocessing import normalize
 
 from arecall.errors import ArecallError
-from arecall.retrievers.tfidf import TOKEN_PATTERN
+from arecall.retrievers.tfidf import tokenize
 
 __all__ = ["BLOCK_CELLS", "DenseLSA"]
 
@@ -57,14 +62,7 @@ class DenseLSA:
 
     def __init__(self, *, n_components: int = 128, random_state: int = 0, n_iter: int = 5) -> None:
         self.n_components, self.random_state, self.n_iter = n_components, random_state, n_iter
-        self._vectorizer = TfidfVectorizer(
-            lowercase=True,
-            token_pattern=TOKEN_PATTERN,
-            sublinear_tf=True,
-            smooth_idf=True,
-            norm="l2",
-            dtype=np.float32,
-        )
+        self._weighting = TfidfTransformer(sublinear_tf=True, smooth_idf=True, norm="l2")
 
     @classmethod
     def from_config(cls, cfg: Any) -> DenseLSA:
@@ -90,18 +88,35 @@ class DenseLSA:
             values[field] = value
         return cls(**values)
 
+    def _counts(self, texts: Sequence[str], *, fit: bool = False) -> sp.csr_matrix:
+        """Term counts, texts × vocabulary (terms outside the fitted vocabulary dropped)."""
+        rows, tokens = tokenize(texts)
+        if fit:
+            encoded = pc.dictionary_encode(tokens)
+            self._vocabulary = encoded.dictionary
+            codes = encoded.indices.to_numpy().astype(np.int64)
+            seen = np.ones(len(codes), dtype=bool)
+        else:
+            found = pc.index_in(tokens, value_set=self._vocabulary).to_numpy(zero_copy_only=False)
+            seen = ~np.isnan(found.astype(np.float64))
+            codes = found[seen].astype(np.int64)
+        counts = sp.csr_matrix(
+            (np.ones(len(codes), dtype=np.float32), (rows[seen], codes)),
+            shape=(len(texts), len(self._vocabulary)),
+        )
+        counts.sum_duplicates()
+        return counts
+
     def fit(self, documents: Sequence[str]) -> DenseLSA:
         """Fit the TF-IDF weighting and the SVD on ``documents``; embed them."""
-        try:
-            tfidf = self._vectorizer.fit_transform(documents)
-        except ValueError:  # scikit-learn: "empty vocabulary"
-            raise ArecallError(
-                "retriever=dense_lsa: the documents contain no [a-z0-9]+ token"
-            ) from None
-        if tfidf.shape[1] < 2:
+        counts = self._counts(documents, fit=True)
+        if counts.shape[1] == 0:
+            raise ArecallError("retriever=dense_lsa: the documents contain no [a-z0-9]+ token")
+        if counts.shape[1] < 2:
             raise ArecallError(
                 "retriever=dense_lsa: the documents have fewer than 2 distinct terms"
             )
+        tfidf = self._weighting.fit_transform(counts)
         k = min(self.n_components, *tfidf.shape)
         self._svd = TruncatedSVD(
             n_components=k,
@@ -117,7 +132,7 @@ class DenseLSA:
         return np.asarray(normalize(np.asarray(vectors, dtype=np.float64), norm="l2"))
 
     def _queries(self, queries: Sequence[str]) -> np.ndarray:
-        return self._unit(self._svd.transform(self._vectorizer.transform(queries)))
+        return self._unit(self._svd.transform(self._weighting.transform(self._counts(queries))))
 
     def embed_documents(self) -> np.ndarray:
         """The fitted documents' unit vectors, float32 (n_docs, n_components)."""
