@@ -41,8 +41,8 @@ class SklearnTfidf:
         )
 
     def fit(self, documents: Sequence[str]) -> SklearnTfidf:
-        self._docs = self._vectorizer.fit_transform(documents).tocsr()
+        self._terms_by_docs = self._vectorizer.fit_transform(documents).T.tocsr()
         return self
 
     def score(self, queries: Sequence[str]) -> sp.csr_matrix:
-        return (self._vectorizer.transform(queries) @ self._docs.T).tocsr()
+        return (self._vectorizer.transform(queries) @ self._terms_by_docs).tocsr()

@@ -93,7 +93,8 @@ class SeedTfidf:
         n = shape[0]
         df = np.bincount(counts.indices, minlength=shape[1])
         self._idf = np.log((n + 1) / (df + 1.0)) + 1.0
-        self._docs = normalize(_sublinear(counts) @ sp.diags(self._idf), norm="l2").tocsr()
+        docs = normalize(_sublinear(counts) @ sp.diags(self._idf), norm="l2")
+        self._terms_by_docs = docs.T.tocsr()  # transposed once, not on every score() call
         return self
 
     def score(self, queries: Sequence[str]) -> sp.csr_matrix:
@@ -118,4 +119,4 @@ class SeedTfidf:
         )
         norm = np.sqrt(sq_norm)
         norm[norm == 0] = 1.0
-        return (sp.diags(1.0 / norm) @ weighted @ self._docs.T).tocsr()
+        return (sp.diags(1.0 / norm) @ weighted @ self._terms_by_docs).tocsr()
