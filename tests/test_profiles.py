@@ -227,6 +227,16 @@ def test_acl_file_grants_exactly_its_lines_and_denies_the_rest(tmp_path, discove
     assert out.acl_matrix().sum() == 3, "every other (principal, document) is denied"
 
 
+def test_blank_lines_crlf_and_a_header_do_not_change_what_an_acl_file_grants(tmp_path, discovery):
+    lines = ["clinical-dose-cohorts\tann", "supply-lot-inventory\tbob", "quality-complaints\tann"]
+    plain = _write(tmp_path / "plain.tsv", "\n".join(lines) + "\n")
+    messy = _write(tmp_path / "messy.tsv", "doc_id\tprincipal\r\n\r\n" + "\r\n\r\n".join(lines))
+    a = read_acl(plain, discovery.documents["doc_id"])
+    b = read_acl(messy, discovery.documents["doc_id"])
+    assert a[0].equals(b[0]) and a[1].equals(b[1])
+    assert len(a[1]) == 3
+
+
 def test_a_grant_to_a_group_is_a_grant_to_each_member(tmp_path, discovery):
     acl = _write(tmp_path / "acl.tsv", "clinical-dose-cohorts\tstaff\nsupply-lot-inventory\tann\n")
     groups = _write(tmp_path / "groups.tsv", "principal\tgroup\nann\tstaff\ncid\tstaff\n")

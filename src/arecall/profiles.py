@@ -38,6 +38,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
 import scipy.sparse as sp
 
 from arecall.collection import Collection
@@ -376,14 +379,12 @@ def apply_profiles(collection: Collection, cfg: Mapping[str, Any]) -> Collection
 _ACL_HEADERS = {"doc_id", "doc-id", "docid", "corpus-id", "corpus_id"}
 
 
-def _tsv(path: Path, fields: str, header: set[str]) -> tuple[list[list[str]], list[int]]:
+def _strict_tsv(path: Path, fields: str, header: set[str]) -> tuple[list[list[str]], list[int]]:
     """Lines of exactly two tab-separated non-empty fields, with their line numbers.
 
     Blank lines are skipped; a first line whose first field (lower-cased) is in ``header`` is
-    a header and skipped.
+    a header and skipped. Anything else names the file and line.
     """
-    if not path.is_file():
-        raise ArecallError(f"{path}: file not found")
     rows: list[list[str]] = []
     lines: list[int] = []
     first = True
@@ -411,6 +412,54 @@ def _tsv(path: Path, fields: str, header: set[str]) -> tuple[list[list[str]], li
     except UnicodeDecodeError:
         raise ArecallError(f"{path}: not UTF-8 text") from None
     return rows, lines
+
+
+def _fast_tsv(path: Path, header: set[str]) -> tuple[pa.Array, pa.Array, np.ndarray] | None:
+    """The same lines through pyarrow's CSV reader, or None if anything is out of the ordinary.
+
+    Blank lines, a wrong field count, an empty or blank field or a byte that is not UTF-8 all
+    send the file to `_strict_tsv`, which names the line; when this succeeds, data row i is line
+    ``i + 1 + skip``.
+    """
+    with path.open("rb") as fh:
+        first = fh.readline().decode("utf-8", errors="replace")
+    skip = int(first.split("\t")[0].strip().lower() in header)
+    try:
+        table = pacsv.read_csv(
+            path,
+            read_options=pacsv.ReadOptions(column_names=["a", "b"], skip_rows=skip),
+            parse_options=pacsv.ParseOptions(
+                delimiter="\t", quote_char=False, escape_char=False, ignore_empty_lines=False
+            ),
+            convert_options=pacsv.ConvertOptions(
+                column_types={"a": pa.string(), "b": pa.string()}, strings_can_be_null=False
+            ),
+        )
+    except (pa.ArrowInvalid, UnicodeDecodeError):
+        return None
+    a, b = table["a"].combine_chunks(), table["b"].combine_chunks()
+    for column in (a, b):
+        if (
+            len(column)
+            and pc.any(pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(column)), 0)).as_py()
+        ):
+            return None
+    return a, b, np.arange(len(a), dtype=np.int64) + 1 + skip
+
+
+def _tsv(path: Path, fields: str, header: set[str]) -> tuple[pa.Array, pa.Array, np.ndarray]:
+    """Two string columns and each row's line number (see `_strict_tsv` for the rules)."""
+    if not path.is_file():
+        raise ArecallError(f"{path}: file not found")
+    fast = _fast_tsv(path, header)
+    if fast is not None:
+        return fast
+    rows, lines = _strict_tsv(path, fields, header)
+    return (
+        pa.array([r[0] for r in rows], type=pa.string()),
+        pa.array([r[1] for r in rows], type=pa.string()),
+        np.asarray(lines, dtype=np.int64),
+    )
 
 
 def read_acl(
@@ -458,49 +507,49 @@ def read_acl(
     (['ann', 'bob'], [['ann', 'a'], ['bob', 'b']])
     """
     acl_path = Path(path)
-    rows, lines = _tsv(acl_path, "doc_id principal", _ACL_HEADERS)
+    docs, names, lines = _tsv(acl_path, "doc_id principal", _ACL_HEADERS)
+    universe = pa.array(np.asarray(doc_ids, dtype=object), type=pa.string())
+    found = pc.index_in(docs, value_set=universe).to_numpy(zero_copy_only=False)
+    unknown = np.isnan(found.astype(np.float64))
+    if unknown.any():
+        i = int(np.flatnonzero(unknown)[0])
+        raise ArecallError(
+            f"{acl_path}: line {lines[i]}: {docs[i].as_py()!r} is not a document id of the corpus"
+        )
+    encoded = pc.dictionary_encode(names)
+    name_codes = encoded.indices.to_numpy().astype(np.int64)
+    distinct = [str(n) for n in encoded.dictionary.to_pylist()]  # few: principals and groups
     members: dict[str, list[str]] = {}
     if groups is not None:
         gpath = Path(groups)
-        grows, glines = _tsv(gpath, "principal group", {"principal"})
-        group_names = {g for _, g in grows}
-        for (member, group), number in zip(grows, glines, strict=True):
-            if member in group_names:
-                raise ArecallError(
-                    f"{gpath}: line {number}: {member!r} is both a principal and a group "
-                    "(nested groups are not supported)"
-                )
-            members.setdefault(group, [])
-            if member not in members[group]:
+        member_col, group_col, glines = _tsv(gpath, "principal group", {"principal"})
+        nested = pc.is_in(member_col, value_set=group_col).to_numpy(zero_copy_only=False)
+        if nested.any():
+            i = int(np.flatnonzero(nested)[0])
+            raise ArecallError(
+                f"{gpath}: line {glines[i]}: {member_col[i].as_py()!r} is both a principal and "
+                "a group (nested groups are not supported)"
+            )
+        for member, group in zip(member_col.to_pylist(), group_col.to_pylist(), strict=True):
+            if member not in members.setdefault(group, []):
                 members[group].append(member)
-    docs = np.array([r[0] for r in rows], dtype=object)
-    names = [r[1] for r in rows]
-    index = np.zeros(0, dtype=np.int64)
-    if len(docs):
-        index = pd.Index(doc_ids).get_indexer(pd.Index(docs, dtype=object))
-    bad = np.flatnonzero(index < 0)
-    if len(bad):
-        i = int(bad[0])
-        raise ArecallError(
-            f"{acl_path}: line {lines[i]}: {docs[i]!r} is not a document id of the corpus"
-        )
-    principal_set = {m for ms in members.values() for m in ms}
-    principal_set |= {n for n in names if n not in members}
-    principal_names = sorted(principal_set)
+    # who each distinct name grants: its members if it is a group, else itself
+    grantees = [members.get(n, [n]) for n in distinct]
+    principal_names = sorted(
+        {m for ms in members.values() for m in ms} | {n for n in distinct if n not in members}
+    )
     code = {p: i for i, p in enumerate(principal_names)}
-    p_codes: list[int] = []
-    d_codes: list[int] = []
-    for doc, name in zip(index.tolist(), names, strict=True):
-        for p in members.get(name, [name]):
-            p_codes.append(code[p])
-            d_codes.append(doc)
-    order = np.lexsort((np.asarray(d_codes, np.int64), np.asarray(p_codes, np.int64)))
-    acl = acl_frame(
-        np.asarray(p_codes, np.int64)[order],
-        np.asarray(d_codes, np.int64)[order],
-        principal_names,
-        doc_ids,
-    ).drop_duplicates(ignore_index=True)
+    flat = np.array([code[m] for ms in grantees for m in ms], dtype=np.int64)
+    count = np.array([len(ms) for ms in grantees], dtype=np.int64)
+    start = np.concatenate(([0], np.cumsum(count)[:-1]))
+    repeat = count[name_codes]  # one output row per (line, grantee)
+    first = np.repeat(np.cumsum(repeat) - repeat, repeat)
+    p_codes = flat[np.repeat(start[name_codes], repeat) + np.arange(int(repeat.sum())) - first]
+    d_codes = np.repeat(found.astype(np.int64), repeat)
+    n_docs = max(len(universe), 1)
+    keys = np.sort(p_codes * n_docs + d_codes)  # by principal, then document
+    keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
+    acl = acl_frame(keys // n_docs, keys % n_docs, principal_names, doc_ids)
     of: dict[str, list[str]] = {}
     for group, ms in members.items():
         for m in ms:
