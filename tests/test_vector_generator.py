@@ -99,3 +99,14 @@ def test_lowrank_shapes_and_determinism() -> None:
     assert a.vectors.shape == (500, 32) and a.queries.shape == (7, 32)
     np.testing.assert_array_equal(a.vectors, b.vectors)
     np.testing.assert_allclose(np.linalg.norm(a.vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_lowrank_calibration_queries_share_the_subspace() -> None:
+    data = generate_lowrank(2000, 32, 5, rank=4, noise=0.05)
+    _, _, vt = np.linalg.svd(data.vectors, full_matrices=False)
+    basis = vt[:4]
+    cal = data.calibration_queries(50)
+    inside = np.linalg.norm(cal @ basis.T, axis=1) ** 2
+    assert inside.mean() > 0.9  # nearly all energy in the documents' subspace
+    iso = generate(2000, 32, 5).calibration_queries(50)
+    assert (np.linalg.norm(iso @ basis.T, axis=1) ** 2).mean() < 0.5

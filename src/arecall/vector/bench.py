@@ -225,6 +225,17 @@ def render_benchmark(result: BenchResult) -> str:
         f"k={k}, threads={result.threads}; HNSW built in {result.build_seconds:.0f} s, "
         f"auto calibrated in {result.calibrate_seconds:.1f} s (ef_base={result.planner.ef_base})",
         "",
+        "auto calibration (held-out queries, unfiltered): "
+        + ", ".join(
+            f"ef={ef}: recall {r:.3f}, {d:,.0f} distances/query"
+            for (ef, r), (_, d) in zip(result.planner.recall, result.planner.ndis, strict=True)
+        )
+        + (
+            " — stopped: a graph search would cost as much as scanning everything"
+            if result.planner.ef_base is None
+            else ""
+        ),
+        "",
         f"| selectivity | matching | mode | recall@{k} | returned / {k} | QPS | × pre | plan |",
         "|---|---|---|---|---|---|---|---|",
     ]

@@ -16,7 +16,8 @@ show both regimes. It uses its own stream and never touches verity's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -76,6 +77,10 @@ class BenchData:
     queries: npt.NDArray[np.float32]
     draws: npt.NDArray[np.float64]
     seed: int
+    sampler: Callable[[int], npt.NDArray[np.float32]] | None = field(
+        default=None, repr=False, compare=False
+    )
+    """Draws ``n`` fresh queries from the corpus's query distribution (held-out queries)."""
 
     @property
     def n_docs(self) -> int:
@@ -105,9 +110,11 @@ class BenchData:
         """``n`` held-out queries from the same distribution, from a stream verity never uses.
 
         For the ``auto`` planner's calibration, so that it is never tuned on the queries it is
-        scored on.
+        scored on. Isotropic Gaussians unless the generator supplied its own ``sampler``.
         """
         n = check_positive_int("n_calibration", n)
+        if self.sampler is not None:
+            return self.sampler(n)
         rng = np.random.default_rng([self.seed, 1])
         return l2_normalise(rng.normal(size=(n, self.dims)).astype(np.float32))
 
@@ -168,6 +175,7 @@ def generate_lowrank(
 
     Documents and queries share the distribution; draws are uniform per document as in
     ``generate``. Generated in chunks so a million 128-d vectors never need a float64 copy.
+    ``calibration_queries`` draws from the same subspace (its own stream).
 
     Examples
     --------
@@ -182,7 +190,7 @@ def generate_lowrank(
     rng = np.random.default_rng([seed, 2])
     basis = rng.normal(size=(rank, dims)).astype(np.float32)
 
-    def draw(n: int) -> npt.NDArray[np.float32]:
+    def draw(n: int, rng: np.random.Generator = rng) -> npt.NDArray[np.float32]:
         out = np.empty((n, dims), dtype=np.float32)
         for start in range(0, n, 65536):
             stop = min(n, start + 65536)
@@ -191,7 +199,10 @@ def generate_lowrank(
             out[start:stop] = z @ basis + np.float32(noise * np.sqrt(rank)) * eps
         return l2_normalise(out)
 
+    def held_out(n: int) -> npt.NDArray[np.float32]:
+        return draw(n, np.random.default_rng([seed, 3]))
+
     vectors = draw(n_docs)
     queries = draw(n_queries)
     draws = rng.random(n_docs)
-    return BenchData(vectors=vectors, queries=queries, draws=draws, seed=seed)
+    return BenchData(vectors=vectors, queries=queries, draws=draws, seed=seed, sampler=held_out)
