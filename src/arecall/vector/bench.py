@@ -216,7 +216,7 @@ def render_benchmark(result: BenchResult) -> str:
     Examples
     --------
     >>> r = run_benchmark(n_docs=2000, dims=16, n_queries=20, selectivities=[0.5], threads=None)
-    >>> render_benchmark(r).splitlines()[2].startswith("| selectivity | matching | mode |")
+    >>> render_benchmark(r).splitlines()[4].startswith("| selectivity | matching | mode |")
     True
     """
     k = result.k

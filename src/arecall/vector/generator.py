@@ -103,7 +103,13 @@ class BenchData:
         return np.asarray(self.draws < check_selectivity(selectivity), dtype=np.bool_)
 
     def matching(self, selectivity: float) -> int:
-        """Number of documents matching ``selectivity``."""
+        """Number of documents matching ``selectivity``.
+
+        Examples
+        --------
+        >>> generate().matching(0.3)
+        611
+        """
         return int(self.mask(selectivity).sum())
 
     def calibration_queries(self, n: int = 100) -> npt.NDArray[np.float32]:
@@ -111,6 +117,11 @@ class BenchData:
 
         For the ``auto`` planner's calibration, so that it is never tuned on the queries it is
         scored on. Isotropic Gaussians unless the generator supplied its own ``sampler``.
+
+        Examples
+        --------
+        >>> generate(100, 8, 2).calibration_queries(3).shape
+        (3, 8)
         """
         n = check_positive_int("n_calibration", n)
         if self.sampler is not None:

@@ -119,7 +119,14 @@ class Hits:
         return Hits(ids=ids, scores=scores)
 
     def select(self, keep: npt.NDArray[np.bool_]) -> Hits:
-        """Keep the entries where ``keep`` is true, compacted to the front in their order."""
+        """Keep the entries where ``keep`` is true, compacted to the front in their order.
+
+        Examples
+        --------
+        >>> h = Hits(np.array([[4, 7, 9]]), np.array([[3, 2, 1]], dtype=np.float32))
+        >>> h.select(np.array([[False, True, True]])).ids.tolist()
+        [[7, 9, -1]]
+        """
         keep = keep & (self.ids >= 0)
         order = np.argsort(~keep, axis=1, kind="stable")
         ids = np.take_along_axis(np.where(keep, self.ids, -1), order, axis=1)
@@ -173,7 +180,13 @@ class VectorIndex:
         return f"VectorIndex({self.kind}, n_docs={self.n_docs}, dims={self.dims}{params})"
 
     def check_queries(self, queries: Any) -> npt.NDArray[np.float32]:
-        """Validate ``queries`` against this index: (n, dims), finite, float32."""
+        """Validate ``queries`` against this index: (n, dims), finite, float32.
+
+        Examples
+        --------
+        >>> build_index(np.eye(2, dtype=np.float32), kind="exact").check_queries([1, 0]).shape
+        (1, 2)
+        """
         return check_matrix("queries", queries, dims=self.dims)
 
     def _ef(self, ef_search: int | None, k: int) -> int:

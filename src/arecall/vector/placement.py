@@ -166,14 +166,27 @@ class AutoPlanner:
     target_recall: float = 0.95
 
     def ef_for(self, n_allowed: int) -> int:
-        """efSearch for a principal with ``n_allowed`` documents: ``ceil(ef_base / s)``."""
+        """efSearch for a principal with ``n_allowed`` documents: ``ceil(ef_base / s)``.
+
+        Examples
+        --------
+        >>> AutoPlanner(n_docs=1000, k=10, ef_base=64).ef_for(100)  # s = 10%
+        640
+        """
         if self.ef_base is None:
             raise ArecallError("auto: this planner never pushes down (ef_base is None)")
         s = max(n_allowed, 1) / self.n_docs
         return int(min(self.n_docs, max(self.k, math.ceil(self.ef_base / s))))
 
     def distances(self, ef: int) -> float:
-        """Estimated distance computations per query at ``ef`` (log-log interpolation, ≤ n)."""
+        """Estimated distance computations per query at ``ef`` (log-log interpolation, ≤ n).
+
+        Examples
+        --------
+        >>> p = AutoPlanner(n_docs=10**6, k=10, ef_base=64, ndis=((64, 1000.0), (256, 4000.0)))
+        >>> round(p.distances(128)), round(p.distances(512))
+        (2000, 8000)
+        """
         if not self.ndis:
             return float(self.n_docs)
         efs = np.log([e for e, _ in self.ndis])
