@@ -116,7 +116,7 @@ def _chunks(lengths: np.ndarray, n_principals: int, budget: int) -> list[slice]:
 
 
 def place_all(
-    ranking: Ranking, acl: sp.spmatrix, k_max: int, *, budget: int = 1 << 26
+    ranking: Ranking, acl: sp.spmatrix, k_max: int, *, budget: int = 1 << 24
 ) -> PlacedLists:
     """Apply both placements for every principal and query, vectorised over query blocks.
 
@@ -163,14 +163,27 @@ def place_all(
     return PlacedLists(**out)
 
 
-def _append_tails(ranking: Ranking, pre: np.ndarray, pre_rank: np.ndarray) -> None:
-    """Complete pre lists with the authorized items the rank stage found below the kept depth."""
-    p, q = ranking.tail_principal.astype(np.int64), ranking.tail_query.astype(np.int64)
-    if not len(p):
-        return
-    group = q * pre.shape[0] + p  # tails are sorted by (query, principal, rank)
-    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
-    within = np.arange(len(group)) - np.repeat(starts, np.diff(np.r_[starts, len(group)]))
-    slot = (pre >= 0).sum(axis=2)[p, q] + within
-    pre[p, q, slot] = ranking.tail_doc
-    pre_rank[p, q, slot] = ranking.tail_rank
+def _append_tails(
+    ranking: Ranking, pre: np.ndarray, pre_rank: np.ndarray, block: int = 1 << 22
+) -> None:
+    """Complete pre lists with the authorized items the rank stage found below the kept depth.
+
+    Tails are sorted by (query, principal, rank); they are placed ``block`` at a time, cut on
+    query boundaries, so the temporaries stay small whatever the number of tails.
+    """
+    queries = ranking.tail_query
+    filled = (pre >= 0).sum(axis=2)
+    start = 0
+    while start < len(queries):
+        stop = min(start + block, len(queries))
+        if stop < len(queries):  # do not split a query's tails
+            stop = int(np.searchsorted(queries, queries[stop - 1], side="right"))
+        q = queries[start:stop].astype(np.int64)
+        p = ranking.tail_principal[start:stop].astype(np.int64)
+        group = q * pre.shape[0] + p
+        starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+        within = np.arange(len(group)) - np.repeat(starts, np.diff(np.r_[starts, len(group)]))
+        slot = filled[p, q] + within
+        pre[p, q, slot] = ranking.tail_doc[start:stop]
+        pre_rank[p, q, slot] = ranking.tail_rank[start:stop]
+        start = stop

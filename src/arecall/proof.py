@@ -245,21 +245,25 @@ def check_run(
         return f"principal {principals[p]!r}, query {query_ids[q]!r}{at}"
 
     # post ⊆ pre, per K: every post item (rank < K) is among the first K pre items. Pre ranks
-    # ascend within a pair, so pair * (width + 1) + rank is sorted already: binary search, no sort.
+    # ascend within a list, so query * (width + 1) + rank is sorted already: binary search, no
+    # sort. One principal at a time keeps the temporaries to queries × K.
     bad: str | None = None
     width = int(max(lists.pre_rank.max(initial=0), lists.post_rank.max(initial=0))) + 1
-    pair = np.arange(n_p * n_q, dtype=np.int64).reshape(n_p, n_q, 1) * (width + 1)
-    for k in scores.ks:
-        pre_rank = lists.pre_rank[:, :, :k]
-        keys = (pair + np.where(pre_rank >= 0, pre_rank, width)).ravel()
-        in_post = (lists.post >= 0) & (lists.post_rank < k)
-        probe = pair + np.where(in_post, lists.post_rank, 0)
-        pos = np.minimum(np.searchsorted(keys, probe), len(keys) - 1)
-        found = (keys[pos] == probe) & (lists.pre[:, :, :k].ravel()[pos] == lists.post)
-        missing = in_post & ~found
-        if missing.any():
-            p, q, j = (int(x[0]) for x in np.nonzero(missing))
-            bad = f"{where(p, q, k)}: post item {doc_ids[lists.post[p, q, j]]!r} not in pre"
+    row = np.arange(n_q, dtype=np.int64)[:, None] * (width + 1)
+    for p in range(n_p):
+        for k in scores.ks:
+            pre_rank = lists.pre_rank[p, :, :k]
+            keys = (row + np.where(pre_rank >= 0, pre_rank, width)).ravel()
+            in_post = (lists.post[p] >= 0) & (lists.post_rank[p] < k)
+            probe = row + np.where(in_post, lists.post_rank[p], 0)
+            pos = np.minimum(np.searchsorted(keys, probe), len(keys) - 1)
+            found = (keys[pos] == probe) & (lists.pre[p, :, :k].ravel()[pos] == lists.post[p])
+            missing = in_post & ~found
+            if missing.any():
+                q, j = (int(x[0]) for x in np.nonzero(missing))
+                bad = f"{where(p, q, k)}: post item {doc_ids[lists.post[p, q, j]]!r} not in pre"
+                break
+        if bad:
             break
     results.append(
         ClaimResult(
@@ -290,13 +294,15 @@ def check_run(
     )
 
     bad = None
-    for name in ("pre", "post"):
-        items = getattr(lists, name)
-        rows = np.broadcast_to(np.arange(n_p)[:, None, None], items.shape)
-        leak = (items >= 0) & ~dense[rows, np.maximum(items, 0)]
-        if leak.any():
-            p, q, j = (int(x[0]) for x in np.nonzero(leak))
-            bad = f"{where(p, q)}: {name} list holds unauthorized {doc_ids[items[p, q, j]]!r}"
+    for p in range(n_p):
+        for name in ("pre", "post"):
+            items = getattr(lists, name)[p]
+            leak = (items >= 0) & ~dense[p, np.maximum(items, 0)]
+            if leak.any():
+                q, j = (int(x[0]) for x in np.nonzero(leak))
+                bad = f"{where(p, q)}: {name} list holds unauthorized {doc_ids[items[q, j]]!r}"
+                break
+        if bad:
             break
     results.append(
         ClaimResult(

@@ -234,7 +234,14 @@ def rank_queries(
             docs.append(idx[head].astype(np.int32))
             scores.append(vals[head])
             if len(who):
-                tails.append((who, np.full(len(who), q), idx[at], rank))
+                tails.append(
+                    (
+                        who.astype(np.int32),
+                        np.full(len(who), q, dtype=np.int32),
+                        idx[at].astype(np.int32),
+                        rank.astype(np.int32),
+                    )
+                )
             q += 1
     if q != n_queries:
         raise ValueError(f"score chunks held {q} rows, expected {n_queries}")
@@ -250,7 +257,7 @@ def rank_queries(
         tail_principal=tail[0].astype(np.int32),
         tail_query=tail[1].astype(np.int32),
         tail_doc=tail[2].astype(np.int32),
-        tail_rank=tail[3].astype(np.int64),
+        tail_rank=tail[3].astype(np.int32),
     )
 
 

@@ -37,15 +37,21 @@ PAIR_METRICS = (
 )
 
 
-def _relevance_lookup(relevance: sp.csr_matrix, query: np.ndarray, doc: np.ndarray) -> np.ndarray:
-    """Binary relevance of cells (query[i], doc[i]); doc < 0 (padding) is never relevant."""
-    rel = relevance.tocoo()
-    n_docs = relevance.shape[1]
-    keys = np.sort(rel.row.astype(np.int64) * n_docs + rel.col)
-    probe = query.astype(np.int64) * n_docs + np.maximum(doc, 0)
-    pos = np.minimum(np.searchsorted(keys, probe), max(len(keys) - 1, 0))
-    hit = (keys[pos] == probe) if len(keys) else np.zeros(probe.shape, dtype=bool)
-    return hit & (doc >= 0)
+class _Relevance:
+    """Binary relevance of (query, doc) cells by binary search on sorted cell keys."""
+
+    def __init__(self, binary: sp.csr_matrix) -> None:
+        coo = binary.tocoo()
+        self.n_docs = binary.shape[1]
+        self.keys = np.sort(coo.row.astype(np.int64) * self.n_docs + coo.col)
+
+    def lookup(self, query: np.ndarray, doc: np.ndarray) -> np.ndarray:
+        """Relevance of cells (query[i], doc[i]); doc < 0 (padding) is never relevant."""
+        if not len(self.keys):
+            return np.zeros(np.shape(doc), dtype=bool)
+        probe = query.astype(np.int64) * self.n_docs + np.maximum(doc, 0)
+        pos = np.minimum(np.searchsorted(self.keys, probe), len(self.keys) - 1)
+        return (self.keys[pos] == probe) & (doc >= 0)
 
 
 @dataclass(frozen=True)
@@ -126,7 +132,8 @@ def score_pairs(
     n_auth_rel = np.asarray((allowed @ binary.T).todense())  # (P, Q)
 
     # query-level, authorization-blind
-    rel_flags = _relevance_lookup(binary, np.broadcast_to(qidx, padded.shape), padded)
+    relevant = _Relevance(binary)
+    rel_flags = relevant.lookup(np.broadcast_to(qidx, padded.shape), padded)
     hits = np.cumsum(rel_flags, axis=1)[:, k_arr - 1]  # (Q, nK)
     safe_rel = np.where(n_rel > 0, n_rel, 1.0)[:, None]
     recall = np.where(n_rel[:, None] > 0, hits / safe_rel, 1.0)
@@ -139,31 +146,28 @@ def score_pairs(
     first = ranking.first_relevant
     rr = np.divide(1.0, first, out=np.zeros(n_q), where=first > 0)
 
-    # principal-level: unusable share of the unfiltered top K
+    # per principal (bounded memory: one principal's queries × K at a time)
     dense_acl = np.asarray(acl.toarray(), dtype=bool)
-    top = padded[:, :k_max]
-    shown_unusable = (top >= 0)[None, :, :] & ~dense_acl[:, np.maximum(top, 0)]
-    unusable = np.cumsum(shown_unusable, axis=2)[:, :, k_arr - 1] / k_arr
-
-    # placements
-    q3 = np.broadcast_to(np.arange(n_q)[None, :, None], lists.pre.shape)
-    pre_rel = _relevance_lookup(binary, q3, lists.pre)
-    post_rel = _relevance_lookup(binary, q3, lists.post)
-    # post items are stored in rank order, so "rank < K" is a prefix: count it per K
-    shown = lists.post_rank >= 0
-    post_hits = np.stack(
-        [(post_rel & shown & (lists.post_rank < k)).sum(axis=2) for k in ks], axis=2
-    )
-    post_count = np.stack([(shown & (lists.post_rank < k)).sum(axis=2) for k in ks], axis=2)
-    pre_hits = np.cumsum(pre_rel, axis=2)[:, :, k_arr - 1]
-    has = n_auth_rel[:, :, None] > 0
-    denom = np.where(has, n_auth_rel[:, :, None], 1.0)
-    arecall_post = np.where(has, post_hits / denom, 1.0)
-    arecall_pre = np.where(has, pre_hits / denom, 1.0)
-    returned_post = post_count / k_arr
-    returned_pre = np.cumsum(lists.pre >= 0, axis=2)[:, :, k_arr - 1] / k_arr
-
     n_p = dense_acl.shape[0]
+    top = padded[:, :k_max]
+    names = ("unusable", "arecall_post", "arecall_pre", "returned_post", "returned_pre")
+    out = {name: np.empty((n_p, n_q, len(ks))) for name in names}
+    for p in range(n_p):
+        shown_unusable = (top >= 0) & ~dense_acl[p, np.maximum(top, 0)]
+        out["unusable"][p] = np.cumsum(shown_unusable, axis=1)[:, k_arr - 1] / k_arr
+        pre_rel = relevant.lookup(qidx, lists.pre[p])
+        post_rel = relevant.lookup(qidx, lists.post[p])
+        shown = lists.post_rank[p] >= 0
+        # post items are stored in rank order, so "rank < K" is a prefix: count it per K
+        in_k = [shown & (lists.post_rank[p] < k) for k in ks]
+        post_hits = np.stack([(post_rel & m).sum(axis=1) for m in in_k], axis=1)
+        pre_hits = np.cumsum(pre_rel, axis=1)[:, k_arr - 1]
+        has = n_auth_rel[p][:, None] > 0
+        denom = np.where(has, n_auth_rel[p][:, None], 1.0)
+        out["arecall_post"][p] = np.where(has, post_hits / denom, 1.0)
+        out["arecall_pre"][p] = np.where(has, pre_hits / denom, 1.0)
+        out["returned_post"][p] = np.stack([m.sum(axis=1) for m in in_k], axis=1) / k_arr
+        out["returned_pre"][p] = np.cumsum(lists.pre[p] >= 0, axis=1)[:, k_arr - 1] / k_arr
 
     def per_pair(x: np.ndarray) -> np.ndarray:
         return np.broadcast_to(x[None, :, :], (n_p, *x.shape)).copy()
@@ -172,11 +176,7 @@ def score_pairs(
         "recall": per_pair(recall),
         "precision": per_pair(precision),
         "ndcg": per_pair(ndcg),
-        "unusable": unusable,
-        "arecall_post": arecall_post,
-        "arecall_pre": arecall_pre,
-        "returned_post": returned_post,
-        "returned_pre": returned_pre,
+        **out,
     }
     return PairScores(
         ks=tuple(int(k) for k in ks),
