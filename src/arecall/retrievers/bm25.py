@@ -19,8 +19,8 @@ Scores are float32, bm25s's precision.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple, overload
 
 import bm25s
 import numpy as np
@@ -123,10 +123,11 @@ class BM25:
         encoded = pc.dictionary_encode(tokens)
         self._vocabulary = encoded.dictionary
         vocab = {str(t): i for i, t in enumerate(self._vocabulary.to_pylist())}
-        # each document as its list of term ids (bm25s counts tf and length itself)
-        token_ids = _split(encoded.indices.to_numpy().tolist(), rows, len(documents))
+        # each document as its list of term ids (bm25s counts tf and length itself), made on
+        # demand: a million documents' lists held at once would take gigabytes
+        corpus = _Tokenized(_TermIds(encoded.indices.to_numpy(), rows, len(documents)), vocab)
         self.model = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
-        self.model.index((token_ids, vocab), create_empty_token=False, show_progress=False)
+        self.model.index(corpus, create_empty_token=False, show_progress=False)
         s = self.model.scores
         # bm25s keeps documents × terms as CSC: the same arrays are terms × documents as CSR
         self._terms = sp.csr_matrix(
@@ -148,6 +149,40 @@ class BM25:
         )
         counts.sum_duplicates()  # a repeated query term counts again, as in bm25s
         return positive_part(counts @ self._terms)
+
+
+class _Tokenized(NamedTuple):
+    """What `bm25s.BM25.index` accepts as a tokenised corpus: ``ids`` and ``vocab``."""
+
+    ids: Sequence[list[int]]
+    vocab: dict[str, int]
+
+
+class _TermIds(Sequence[list[int]]):
+    """Each document's term ids as a list, built when bm25s asks for it."""
+
+    def __init__(self, codes: np.ndarray, rows: np.ndarray, n: int) -> None:
+        self._codes = codes
+        self._ends = np.cumsum(np.bincount(rows, minlength=n))
+        self._starts = self._ends - np.bincount(rows, minlength=n)
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    @overload
+    def __getitem__(self, i: int) -> list[int]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[list[int]]: ...
+
+    def __getitem__(self, i: int | slice) -> list[int] | list[list[int]]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return self._codes[self._starts[i] : self._ends[i]].tolist()
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for a, z in zip(self._starts.tolist(), self._ends.tolist(), strict=True):
+            yield self._codes[a:z].tolist()
 
 
 def _split(flat: list[Any], rows: np.ndarray, n: int) -> list[list[Any]]:
