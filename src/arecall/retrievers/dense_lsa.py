@@ -160,8 +160,9 @@ class DenseLSA:
             dense = (vectors[start : start + step] @ self._docs.T).astype(np.float32)
             keep = dense > 0
             indptr = np.concatenate(([0], np.cumsum(keep.sum(axis=1))))
-            cols = np.nonzero(keep)[1]  # row-major: already grouped by query, columns ascending
-            blocks.append(sp.csr_matrix((dense[keep], cols, indptr), shape=dense.shape))
+            flat = np.flatnonzero(keep)  # row-major: grouped by query, columns ascending
+            cols = (flat % n_docs).astype(np.int32 if n_docs < 2**31 else np.int64)
+            blocks.append(sp.csr_matrix((dense.ravel()[flat], cols, indptr), shape=dense.shape))
         if not blocks:
             return sp.csr_matrix((0, n_docs), dtype=np.float32)
         return sp.vstack(blocks, format="csr")
