@@ -53,6 +53,7 @@ def _run(argv: Sequence[str]) -> int:
                 log_run(
                     config,
                     layout.report_files(),
+                    vector=result.get("vector"),
                     root=root,
                     run_name=HydraConfig.get().job.override_dirname or "defaults",
                     tags={"arecall.entry": "arecall run"},
@@ -60,6 +61,8 @@ def _run(argv: Sequence[str]) -> int:
         except ArecallError as exc:
             sys.exit(_fail(str(exc)))
         print(result["tables"])
+        if "metrics" not in result:
+            return None
         k_max = list(result["metrics"]["k"])[-1]
         value = result["metrics"]["k"][k_max]["arecall_pre_nonempty"]
         return None if value is None else float(value)

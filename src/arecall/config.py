@@ -79,6 +79,8 @@ def checked(cfg: Mapping[str, Any], *, origin: str = "config") -> dict[str, Any]
         raise ArecallError(
             f"{origin}: evaluation.placements: must list both 'post' and 'pre', got {placements}"
         )
+    if data["corpus"].get("name") == "vectors":
+        return data  # verity's experiment: no text retriever, K comes from corpus.k
     depth = data["retriever"].get("depth")
     if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth <= 0):
         raise ArecallError(

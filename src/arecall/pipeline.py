@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 from tqdm.auto import tqdm
@@ -30,6 +31,8 @@ from arecall.report import curve_frame, render_tables
 from arecall.retrievers import make_retriever
 from arecall.scoring import PairScores, score_pairs, summarise
 from arecall.significance import delta_significance
+from arecall.vector_search import curve_frame as vector_curve_frame
+from arecall.vector_search import run_text_index, run_vector_corpus
 
 __all__ = ["STAGES", "Layout", "run_all", "run_in_memory"]
 
@@ -60,10 +63,25 @@ class Layout:
     tables = property(lambda self: self.reports / "tables.md")
     curve = property(lambda self: self.reports / "arecall_at_k.csv")
     plot = property(lambda self: self.reports / "arecall_at_k.png")
+    vector_table = property(lambda self: self.reports / "vector_search.md")
+    vector_csv = property(lambda self: self.reports / "vector_search.csv")
+    vector_curve = property(lambda self: self.reports / "vector_curve.csv")
+    vector_plot = property(lambda self: self.reports / "vector_search.png")
 
     def report_files(self) -> dict[str, Path]:
-        """The files a run reports (and logs to MLflow), by name."""
-        return {n: getattr(self, n) for n in ("metrics", "proof", "tables", "curve", "plot")}
+        """The report files that exist (and are logged to MLflow), by name."""
+        names = (
+            "metrics",
+            "proof",
+            "tables",
+            "curve",
+            "plot",
+            "vector_table",
+            "vector_csv",
+            "vector_curve",
+            "vector_plot",
+        )
+        return {n: getattr(self, n) for n in names if getattr(self, n).is_file()}
 
 
 # -- the stages ---------------------------------------------------------------------------------
@@ -206,6 +224,47 @@ def _plot(curve: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
+def vector_search(cfg: Mapping[str, Any], layout: Layout) -> pd.DataFrame:
+    """Filtered vector search on an index: corpus=vectors (verity's experiment), or a text
+    corpus's dense embeddings with each principal's ACL as the filter."""
+    from arecall.vector import deterministic_columns, plot_experiment, render_markdown
+
+    if cfg["corpus"]["name"] == "vectors":
+        table = run_vector_corpus(cfg)
+        caption = (
+            f"corpus `vectors` · index `{cfg['index']['name']}`: "
+            f"{cfg['corpus']['n_docs']:,} × {cfg['corpus']['dims']} vectors, "
+            f"{cfg['corpus']['n_queries']} queries, k = {table.attrs['k']}"
+        )
+    else:
+        collection = Collection.load(layout.corpus)
+        retriever = make_retriever(cfg["retriever"]).fit(collection.documents["text"].tolist())
+        table = run_text_index(
+            cfg,
+            retriever,
+            collection.queries["text"].tolist(),
+            np.asarray(collection.acl_matrix().toarray(), dtype=bool),
+            collection.principal_names,
+            max(ks_of(cfg)),
+        )
+        caption = (
+            f"corpus `{cfg['corpus']['name']}` · retriever `{cfg['retriever']['name']}` "
+            f"· index `{cfg['index']['name']}`: one row per principal and placement"
+        )
+    steady = deterministic_columns(table)
+    markdown = f"{caption}\n\n" + render_markdown(table)
+    if "principal" in table:
+        markdown += (
+            "\nRows are in principal order: " + ", ".join(dict.fromkeys(table["principal"])) + ".\n"
+        )
+    write_text(layout.vector_table, markdown)
+    write_with(layout.vector_csv, lambda tmp: steady.to_csv(tmp, index=False, lineterminator="\n"))
+    curve = vector_curve_frame(table)
+    write_with(layout.vector_curve, lambda tmp: curve.to_csv(tmp, index=False, lineterminator="\n"))
+    plot_experiment(table, layout.vector_plot)
+    return table
+
+
 STAGES = {
     "generate": generate,
     "rank": rank,
@@ -219,12 +278,22 @@ STAGES = {
 def run_all(cfg: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
     """Run every stage in order in this process; return metrics, proof and tables."""
     cfg = checked(cfg)
+    if cfg["corpus"]["name"] == "vectors":
+        table = vector_search(cfg, layout)
+        return {"tables": layout.vector_table.read_text(encoding="utf-8"), "vector": table}
     for stage in STAGES.values():
         stage(cfg, layout)
+    vector = None
+    if (cfg.get("index") or {}).get("name", "none") != "none":
+        vector = vector_search(cfg, layout)
+    tables = layout.tables.read_text(encoding="utf-8")
+    if vector is not None:
+        tables += "\n" + layout.vector_table.read_text(encoding="utf-8")
     return {
+        "vector": vector,
         "metrics": json.loads(layout.metrics.read_text(encoding="utf-8")),
         "proof": json.loads(layout.proof.read_text(encoding="utf-8")),
-        "tables": layout.tables.read_text(encoding="utf-8"),
+        "tables": tables,
     }
 
 

@@ -83,6 +83,7 @@ def log_run(
     run_name: str | None = None,
     tags: Mapping[str, str] | None = None,
     parent_run_id: str | None = None,
+    vector: Any = None,
 ) -> str:
     """Log one pipeline execution to MLflow and return its run id.
 
@@ -91,8 +92,11 @@ def log_run(
     cfg : mapping
         The composed configuration (logged flattened as params).
     reports : mapping of name → path
-        Must include ``metrics``, ``proof`` and ``tables``; every existing file is logged as an
-        artifact under ``reports/``.
+        Any of ``metrics``, ``proof``, ``tables`` (the text pipeline) and ``vector_csv`` (the
+        vector-index table); every file is also logged as an artifact under ``reports/``.
+    vector : DataFrame, optional
+        The vector-index table with its wall-clock ``qps`` column (default: read
+        ``vector_csv``, which has no timings).
     root : path
         Where the default sqlite store lives.
     parent_run_id : str, optional
@@ -108,15 +112,26 @@ def log_run(
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     import mlflow
 
-    metrics = json.loads(Path(reports["metrics"]).read_text(encoding="utf-8"))
-    proof = json.loads(Path(reports["proof"]).read_text(encoding="utf-8"))
-    flat, stepped = _metrics(metrics)
-    claims = proof["claims"]
-    flat["proof_claims_passed"] = float(sum(c["passed"] for c in claims))
-    flat["proof_claims_failed"] = float(sum(not c["passed"] for c in claims))
+    def read(name: str) -> Any:
+        path = reports.get(name)
+        return json.loads(Path(path).read_text(encoding="utf-8")) if path else None
+
+    metrics, proof = read("metrics"), read("proof")
+    flat, stepped = _metrics(metrics) if metrics else ({}, [])
+    claims = proof["claims"] if proof else []
+    if proof:
+        flat["proof_claims_passed"] = float(sum(c["passed"] for c in claims))
+        flat["proof_claims_failed"] = float(sum(not c["passed"] for c in claims))
+    if vector is None and reports.get("vector_csv"):
+        import pandas as pd
+
+        vector = pd.read_csv(reports["vector_csv"])
+    if vector is not None:
+        flat.update(_vector_metrics(vector))
     run_tags = {
         "arecall.corpus": str(cfg["corpus"]["name"]),
-        "arecall.retriever": str(cfg["retriever"]["name"]),
+        "arecall.retriever": str((cfg.get("retriever") or {}).get("name", "")),
+        "arecall.index": str((cfg.get("index") or {}).get("name", "none")),
         "arecall.profiles": str(cfg["profiles"]["name"]),
         **(tags or {}),
     }
@@ -132,17 +147,42 @@ def log_run(
             mlflow.log_metrics(flat)
             for key, value, step in stepped:
                 mlflow.log_metric(key, value, step=step)
-            mlflow.log_table(main_table(metrics), artifact_file="tables/arecall_at_k.json")
-            mlflow.log_table(
-                restricted_table(metrics), artifact_file="tables/arecall_at_k_nonempty.json"
-            )
-            mlflow.log_table(_proof_frame(claims), artifact_file="tables/proof.json")
-            mlflow.log_text(Path(reports["tables"]).read_text(encoding="utf-8"), "tables/tables.md")
-            mlflow.log_dict(proof, "proof/proof.json")
+            if metrics:
+                mlflow.log_table(main_table(metrics), artifact_file="tables/arecall_at_k.json")
+                mlflow.log_table(
+                    restricted_table(metrics), artifact_file="tables/arecall_at_k_nonempty.json"
+                )
+            if proof:
+                mlflow.log_table(_proof_frame(claims), artifact_file="tables/proof.json")
+                mlflow.log_dict(proof, "proof/proof.json")
+            if vector is not None:
+                mlflow.log_table(vector, artifact_file="tables/vector_search.json")
+            if reports.get("tables"):
+                mlflow.log_text(
+                    Path(reports["tables"]).read_text(encoding="utf-8"), "tables/tables.md"
+                )
             for path in reports.values():
                 if Path(path).is_file():
                     mlflow.log_artifact(str(path), artifact_path="reports")
             return str(run.info.run_id)
+
+
+def _vector_metrics(table: Any) -> dict[str, float]:
+    """``<mode>_<column>_s<selectivity %>`` (text corpora: ``…_<principal>``) for MLflow."""
+    out: dict[str, float] = {}
+    for row in table.to_dict("records"):
+        where = (
+            f"p_{row['principal']}"
+            if "principal" in row
+            else f"s{float(row['selectivity']) * 100:g}pct"
+        )
+        for column in ("returned", "recall", "short", "arecall", "u_at_k", "qps"):
+            if column in row:
+                name = f"vector_{row['mode']}_{column}_{where}"
+                out["".join(ch if ch.isalnum() or ch in "_-./ " else "_" for ch in name)] = float(
+                    row[column]
+                )
+    return out
 
 
 def _experiment(cfg: Mapping[str, Any]) -> str:

@@ -21,6 +21,14 @@ def run_stage(name: str) -> int:
     try:
         cfg = load_params("params.yaml")
         layout = Layout.dvc()
+        if name == "vectors":
+            from arecall.config import default_config
+            from arecall.pipeline import vector_search
+
+            table = vector_search(default_config(["corpus=vectors", "index=hnsw"]), layout)
+            print(layout.vector_table.read_text(encoding="utf-8"))
+            print(table[["selectivity", "mode", "qps"]].to_string(index=False))
+            return 0
         if name == "track":
             if cfg["tracking"].get("enabled", True):
                 from arecall.tracking import log_run
