@@ -6,14 +6,14 @@ import json
 
 from arecall.config import load_params
 from arecall.pipeline import run_in_memory
-from arecall.readme import BEGIN, END, sync_readme
+from arecall.readme import markers, sync_readme
 
 from conftest import ROOT
 
 
-def test_readme_tables_equal_reports_tables():
-    assert sync_readme(ROOT / "README.md", ROOT / "reports" / "tables.md", check=True), (
-        "README.md's tables differ from reports/tables.md: run `make repro`"
+def test_readme_tables_equal_the_reports():
+    assert sync_readme(ROOT / "README.md", ROOT, check=True), (
+        "README.md's tables differ from reports/: run `make repro`"
     )
 
 
@@ -26,10 +26,10 @@ def test_committed_reports_equal_what_the_pipeline_produces_now():
 
 
 def test_readme_sync_rewrites_only_the_marked_block(tmp_path):
+    begin, end = markers("tables", "t.md")
     readme = tmp_path / "README.md"
-    tables = tmp_path / "tables.md"
-    readme.write_text(f"intro\n{BEGIN}\nold\n{END}\noutro\n")
-    tables.write_text("| new |\n")
-    assert not sync_readme(readme, tables)
-    assert readme.read_text() == f"intro\n{BEGIN}\n| new |\n{END}\noutro\n"
-    assert sync_readme(readme, tables, check=True)
+    (tmp_path / "t.md").write_text("| new |\n")
+    readme.write_text(f"intro\n{begin}\nold\n{end}\noutro\n")
+    assert not sync_readme(readme, tmp_path, blocks={"tables": "t.md"})
+    assert readme.read_text() == f"intro\n{begin}\n| new |\n{end}\noutro\n"
+    assert sync_readme(readme, tmp_path, check=True, blocks={"tables": "t.md"})

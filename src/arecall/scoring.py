@@ -192,7 +192,9 @@ def exact_mean(values: np.ndarray) -> float | None:
 
     Summing in float64 can land one unit in the last place away, which shows as a different
     third decimal when a mean sits on a rounding boundary (0.8625 → 0.862 instead of 0.863).
-    Per-pair metrics take few distinct values, so summing them exactly as fractions is cheap.
+    Each float is an integer mantissa times a power of two; the mantissas are summed exactly per
+    exponent (int64 blocks small enough never to overflow, then Python integers), and the one
+    rounding happens at the end.
 
     Examples
     --------
@@ -202,10 +204,15 @@ def exact_mean(values: np.ndarray) -> float | None:
     x = np.asarray(values, dtype=np.float64).ravel()
     if not x.size:
         return None
-    uniques, counts = np.unique(x, return_counts=True)
-    total = sum(
-        (Fraction(float(v)) * int(c) for v, c in zip(uniques, counts, strict=True)), Fraction(0)
-    )
+    if not np.isfinite(x).all():
+        raise ValueError("exact_mean: values must be finite")
+    mantissa, exponent = np.frexp(x)
+    numerator = np.ldexp(mantissa, 53).astype(np.int64)  # exact: |mantissa| < 1
+    total = Fraction(0)
+    for e in np.unique(exponent):
+        part = numerator[exponent == e]
+        blocks = np.add.reduceat(part, np.arange(0, len(part), 512))  # < 2**62 per block
+        total += Fraction(sum(int(b) for b in blocks)) * Fraction(2) ** (int(e) - 53)
     return float(total / x.size)
 
 
