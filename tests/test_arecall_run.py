@@ -80,4 +80,8 @@ def test_multirun_sweeps_every_point_and_logs_each(tmp_path, monkeypatch):
     assert results[0] == results[1]  # two implementations of one weighting: one table
     client = MlflowClient(tracking_uri=uri)
     runs = client.search_runs([client.get_experiment_by_name("arecall").experiment_id])
-    assert sorted(r.data.params["retriever.name"] for r in runs) == ["sklearn_tfidf", "tfidf"]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    parents = [r for r in runs if r.data.tags.get("arecall.sweep") == "parent"]
+    assert sorted(r.data.params["retriever.name"] for r in children) == ["sklearn_tfidf", "tfidf"]
+    assert len(parents) == 1 and len(runs) == 3
+    assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parents[0].info.run_id}
