@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from arecall.retrievers import RETRIEVERS
+
 from conftest import ROOT, VENV_BIN, write_seed_dir
+
+KNOWN = ", ".join(sorted(RETRIEVERS))
 
 
 def run_arecall(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -84,7 +88,7 @@ def test_unknown_retriever_is_refused_by_name_without_traceback(tmp_path):
     proc = run_arecall("run", "retriever=bogus", f"hydra.run.dir={tmp_path / 'out'}")
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert proc.stderr.strip() == (
-        "arecall: error: retriever=bogus: no such retriever config (known: sklearn_tfidf, tfidf)"
+        f"arecall: error: retriever=bogus: no such retriever config (known: {KNOWN})"
     )
 
 
@@ -109,6 +113,6 @@ def test_unknown_retriever_in_params_yaml_fails_the_dvc_stage_with_one_line(tmp_
     )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip() == (
-        "arecall: error: retriever.name: unknown retriever 'bogus' (known: sklearn_tfidf, tfidf)"
+        f"arecall: error: retriever.name: unknown retriever 'bogus' (known: {KNOWN})"
     )
     assert not (work / "data" / "rank").exists()
