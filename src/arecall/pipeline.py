@@ -153,17 +153,20 @@ def score(cfg: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
 def _add_significance(metrics: dict[str, Any], scores: PairScores, scfg: Mapping[str, Any]) -> None:
     """Δ@K = pre − post per pair: paired bootstrap CI and randomization p, both conventions."""
     nonempty = scores.n_authorized_relevant > 0
-    options = {
-        "confidence": float(scfg.get("confidence", 0.95)),
-        "n_resamples": int(scfg.get("resamples", 2000)),
-        "seed": int(scfg.get("seed", 0)),
-    }
+    confidence = float(scfg.get("confidence", 0.95))
+    resamples, seed = int(scfg.get("resamples", 2000)), int(scfg.get("seed", 0))
+
+    def test(pre: np.ndarray, post: np.ndarray) -> dict[str, Any]:
+        return delta_significance(
+            pre, post, confidence=confidence, n_resamples=resamples, seed=seed
+        )
+
     for i, k in enumerate(scores.ks):
         pre = scores.metrics["arecall_pre"][:, :, i]
         post = scores.metrics["arecall_post"][:, :, i]
-        sig = {"gap": delta_significance(pre.ravel(), post.ravel(), **options)}
+        sig = {"gap": test(pre.ravel(), post.ravel())}
         if nonempty.any():
-            sig["gap_nonempty"] = delta_significance(pre[nonempty], post[nonempty], **options)
+            sig["gap_nonempty"] = test(pre[nonempty], post[nonempty])
         metrics["k"][str(k)]["significance"] = sig
 
 

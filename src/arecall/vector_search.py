@@ -124,5 +124,5 @@ def curve_frame(table: pd.DataFrame) -> pd.DataFrame:
     wide = table.assign(returned_k=table["returned"] / k).pivot_table(
         index="selectivity", columns="mode", values=["returned_k", "recall"], sort=True
     )
-    wide.columns = [f"{mode}_{metric}" for metric, mode in wide.columns]
+    wide.columns = pd.Index([f"{column[1]}_{column[0]}" for column in wide.columns])
     return wide.reset_index().round(6)
