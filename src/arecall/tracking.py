@@ -105,9 +105,17 @@ def log_run(
 
     Examples
     --------
-    >>> from arecall.pipeline import Layout  # doctest: +SKIP
-    >>> log_run(cfg, Layout.run("outputs/x").report_files())  # doctest: +SKIP
-    '3f2a…'
+    >>> import os, tempfile
+    >>> from arecall.config import default_config
+    >>> from arecall.pipeline import Layout, run_all
+    >>> where = tempfile.mkdtemp()
+    >>> cfg = default_config(["evaluation.proof.max_examples=5"])
+    >>> _ = run_all(cfg, Layout.run(where))
+    >>> os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{where}/mlflow.db"
+    >>> run_id = log_run(cfg, Layout.run(where).report_files())
+    >>> del os.environ["MLFLOW_TRACKING_URI"]
+    >>> len(run_id)
+    32
     """
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     import mlflow
