@@ -21,9 +21,11 @@ measured at least the unfiltered recall at ef_base; the benchmark checks it agai
 
 Cost is counted in distance computations. An exact scan of the subset costs ``n·s``; a
 pushdown search costs ``graph_cost × ndis(ef(s))``, where ``ndis`` (distances per query) is
-measured by faiss's own counters during calibration, interpolated log-log and capped at n, and
-``graph_cost`` is how much dearer a graph distance is than a BLAS-batched scan distance
-(random memory access, heap upkeep; measured 4–16× on this 2-core box, default 10). ``auto``
+measured by faiss's own counters during calibration — on the whole ladder, up to the efSearch
+at which one graph search costs a full scan — interpolated log-log, and ``graph_cost`` is how
+much dearer a graph distance is than a BLAS-batched scan distance (random memory access, heap
+upkeep). Measured at 1M × 128 on this 2-core box: a scan runs 3–5·10⁷ distances/s, HNSW search
+2–3·10⁶, so the default is 16. ``auto``
 scans when ``n·s ≤ graph_cost × ndis(ef(s))`` and pushes down otherwise — so it scans small
 principals (cheap, exact) and pushes down for large ones (sublinear). If no efSearch reaches the
 target recall before a graph search costs as much as scanning everything, pushdown can never
@@ -72,7 +74,7 @@ PLACEMENTS: tuple[str, ...] = ("post", "pushdown", "pre", "auto")
 _faiss: Any = faiss  # hnsw_stats is missing from faiss's bundled stubs
 
 #: Cost of one graph-traversal distance relative to one batched-scan distance (see module doc).
-DEFAULT_GRAPH_COST = 10.0
+DEFAULT_GRAPH_COST = 16.0
 
 
 def post(
@@ -150,7 +152,8 @@ class AutoPlanner:
         Smallest calibrated efSearch reaching the target unfiltered recall; ``None`` means
         pushdown never pays on this index and every plan is an exact scan.
     ndis : tuple of (int, float)
-        Measured (efSearch, mean distance computations per query), ascending.
+        Measured (efSearch, mean distance computations per query), ascending, up to the
+        efSearch at which a graph search costs a full scan.
     recall : tuple of (int, float)
         Measured (efSearch, unfiltered recall@k) on the calibration queries.
     graph_cost : float
@@ -326,11 +329,14 @@ def calibrate_auto(
         r = _overlap(hits, truth)
         ndis.append((ef, per_query))
         recall.append((ef, r))
-        if r >= wanted:
+        if ef_base is None and r >= wanted:
             ef_base = ef
-            break
         if graph_cost * per_query >= index.n_docs:
-            break  # a graph search already costs a full scan: pushdown can never pay
+            # A graph search at this ef already costs a full scan: larger ef never pays, and
+            # if the target is still unmet, pushdown never pays at all.
+            break
+        # Past ef_base the ladder continues for the cost curve only: filtered searches run at
+        # ef_base / s, and measured distance counts grow sublinearly in ef.
     return AutoPlanner(
         n_docs=index.n_docs,
         k=k,
