@@ -36,19 +36,9 @@ from arecall.placement import place_all
 from arecall.profiles import apply_profiles
 from arecall.ranking import rank_queries
 from arecall.retrievers import make_retriever
-from arecall.scoring import score_pairs, summarise
+from arecall.scoring import SEED_K_KEYS, score_pairs, summarise
 
-COMPARED = (
-    "recall",
-    "arecall_post",
-    "arecall_pre",
-    "precision",
-    "ndcg",
-    "unusable",
-    "arecall_post_nonempty",
-    "arecall_pre_nonempty",
-    "n_nonempty",
-)
+COMPARED = tuple(k for k in SEED_K_KEYS if not k.startswith("gap"))  # gaps follow
 
 
 def seed_overrides(n_docs: int, n_queries: int, n_principals: int) -> list[str]:

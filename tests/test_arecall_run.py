@@ -9,24 +9,14 @@ import pytest
 from authorized_recall.experiment import run as seed_run
 from mlflow.tracking import MlflowClient
 
+from arecall.scoring import SEED_K_KEYS
+
 from conftest import VENV_BIN
 
 pytestmark = pytest.mark.slow
 
 EMIT_KEYS = {"datasets", "queries", "profiles", "pairs", "mrr", "k"}
-K_KEYS = {
-    "recall",
-    "arecall_post",
-    "arecall_pre",
-    "precision",
-    "ndcg",
-    "unusable",
-    "arecall_post_nonempty",
-    "arecall_pre_nonempty",
-    "n_nonempty",
-    "gap",
-    "gap_nonempty",
-}
+K_KEYS = set(SEED_K_KEYS)
 
 
 def test_run_writes_seed_keys_artifacts_and_one_mlflow_run(tmp_path, monkeypatch):

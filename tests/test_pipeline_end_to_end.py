@@ -56,16 +56,16 @@ def _env(work: Path) -> dict[str, str]:
     return env
 
 
+def _dvc(work: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(VENV_BIN / "dvc"), *args], cwd=work, env=_env(work), capture_output=True, text=True
+    )
+
+
 def test_dvc_repro_regenerates_the_committed_reports_and_leaves_git_clean(fresh_clone: Path):
     for name in REPORTS:
         (fresh_clone / "reports" / name).unlink()
-    proc = subprocess.run(
-        [str(VENV_BIN / "dvc"), "repro"],
-        cwd=fresh_clone,
-        env=_env(fresh_clone),
-        capture_output=True,
-        text=True,
-    )
+    proc = _dvc(fresh_clone, "repro")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for name in REPORTS:
         assert (fresh_clone / "reports" / name).read_bytes() == (
@@ -75,13 +75,7 @@ def test_dvc_repro_regenerates_the_committed_reports_and_leaves_git_clean(fresh_
 
 
 def test_every_dvc_repro_logs_one_mlflow_run_with_metrics_tables_and_proof(fresh_clone: Path):
-    proc = subprocess.run(
-        [str(VENV_BIN / "dvc"), "repro"],
-        cwd=fresh_clone,
-        env=_env(fresh_clone),
-        capture_output=True,
-        text=True,
-    )
+    proc = _dvc(fresh_clone, "repro")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     client = MlflowClient(tracking_uri=f"sqlite:///{fresh_clone}/mlflow.db")
     experiment = client.get_experiment_by_name("arecall")
@@ -104,13 +98,7 @@ def test_every_dvc_repro_logs_one_mlflow_run_with_metrics_tables_and_proof(fresh
 
 def test_dvc_exp_run_with_sklearn_tfidf_gives_the_same_table(fresh_clone: Path):
     before = json.loads((fresh_clone / "reports" / "metrics.json").read_text())
-    proc = subprocess.run(
-        [str(VENV_BIN / "dvc"), "exp", "run", "-S", "retriever=sklearn_tfidf"],
-        cwd=fresh_clone,
-        env=_env(fresh_clone),
-        capture_output=True,
-        text=True,
-    )
+    proc = _dvc(fresh_clone, "exp", "run", "-S", "retriever=sklearn_tfidf")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     params = (fresh_clone / "params.yaml").read_text()
     assert "sklearn_tfidf" in params

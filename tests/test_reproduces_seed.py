@@ -24,22 +24,9 @@ from arecall.corpora.seed_json import document_text, read_seed_json
 from arecall.pipeline import run_in_memory
 from arecall.ranking import rank_scores
 from arecall.retrievers import make_retriever
+from arecall.scoring import SEED_K_KEYS
 
 from conftest import VENV_BIN, write_seed_dir
-
-SEED_KEYS = (
-    "recall",
-    "arecall_post",
-    "arecall_pre",
-    "precision",
-    "ndcg",
-    "unusable",
-    "arecall_post_nonempty",
-    "arecall_pre_nonempty",
-    "n_nonempty",
-    "gap",
-    "gap_nonempty",
-)
 
 
 def assert_same_numbers(ours: dict, theirs: dict) -> None:
@@ -47,7 +34,7 @@ def assert_same_numbers(ours: dict, theirs: dict) -> None:
         assert ours[key] == theirs[key], key
     assert ours["mrr"] == pytest.approx(theirs["mrr"], abs=1e-12)
     for k, row in theirs["k"].items():
-        for key in SEED_KEYS:
+        for key in SEED_K_KEYS:
             assert ours["k"][str(k)][key] == pytest.approx(row[key], abs=1e-12), (k, key)
 
 

@@ -23,7 +23,15 @@ import scipy.sparse as sp
 from arecall.placement import PlacedLists
 from arecall.ranking import Ranking
 
-__all__ = ["PAIR_METRICS", "PairScores", "exact_mean", "score_pairs", "summarise"]
+__all__ = [
+    "PAIR_METRICS",
+    "SEED_K_KEYS",
+    "SUMMARY_K_KEYS",
+    "PairScores",
+    "exact_mean",
+    "score_pairs",
+    "summarise",
+]
 
 PAIR_METRICS = (
     "recall",
@@ -35,6 +43,24 @@ PAIR_METRICS = (
     "returned_post",
     "returned_pre",
 )
+
+#: Per-K keys of authorized-recall 0.1.0's ``--emit`` JSON (metrics.json keeps their meaning).
+SEED_K_KEYS = (
+    "recall",
+    "arecall_post",
+    "arecall_pre",
+    "precision",
+    "ndcg",
+    "unusable",
+    "arecall_post_nonempty",
+    "arecall_pre_nonempty",
+    "n_nonempty",
+    "gap",
+    "gap_nonempty",
+)
+
+#: Every per-K mean `summarise` reports (the seed's, plus what arecall adds).
+SUMMARY_K_KEYS = (*dict.fromkeys((*SEED_K_KEYS, *PAIR_METRICS, "n_excluded")),)
 
 
 class _Relevance:

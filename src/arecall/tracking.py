@@ -22,25 +22,14 @@ from hydra.experimental.callback import Callback
 
 from arecall.config import flatten
 from arecall.report import main_table, restricted_table
+from arecall.scoring import SUMMARY_K_KEYS
 
 __all__ = ["METRIC_KEYS", "PARENT_ENV", "SweepCallback", "log_run", "store_lock", "tracking_uri"]
 
 PARENT_ENV = "ARECALL_PARENT_RUN_ID"
 
-METRIC_KEYS = (
-    "recall",
-    "precision",
-    "ndcg",
-    "unusable",
-    "arecall_post",
-    "arecall_pre",
-    "gap",
-    "arecall_post_nonempty",
-    "arecall_pre_nonempty",
-    "gap_nonempty",
-    "returned_post",
-    "returned_pre",
-)
+#: Per-K means logged as MLflow metrics (counts are logged apart).
+METRIC_KEYS = tuple(k for k in SUMMARY_K_KEYS if not k.startswith("n_"))
 
 
 def tracking_uri(root: str | Path = ".") -> str:
