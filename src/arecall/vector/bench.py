@@ -6,9 +6,15 @@ million, where a scan of the authorized subset is either trivial (0.1% → 1,000
 the whole corpus (100%). This module measures that, on two corpora of the same shape:
 
 * ``verity`` — the verity generator at scale: isotropic Gaussians, the worst case for any graph
-  index (HNSW needs efSearch in the thousands to reach 0.95 recall, so a scan wins);
+  index (at 1M, M=16: recall@10 0.023 at efSearch 64, 0.64 at 4,096 — so a scan wins);
 * ``lowrank`` — unit vectors near a 16-dimensional subspace, the structure real embeddings have,
-  where HNSW reaches 0.99 recall at efSearch ≈ 64.
+  where the same graph reaches recall 0.974 at efSearch 64 and 0.995 at 128.
+
+Measured here (1M × 128, 1,000 queries, 2 threads): ``auto`` keeps recall@10 ≥ 0.977 at every
+selectivity on both corpora. It beats the exact scan by 14× at 50% and 52× at 100% on the
+low-rank corpus; at 10% nothing does — a BLAS scan of 100,000 vectors answers ~600 queries/s,
+and an HNSW pushdown accurate enough (efSearch ≈ 640) is slower than that — and on the
+isotropic corpus nothing beats the scan at any selectivity, so ``auto`` scans (1.0×).
 
 Targets checked (issue 4): ``auto`` recall@k ≥ 0.95 at every selectivity, and ``auto`` QPS ≥ 10×
 exact ``pre`` at selectivity ≥ 10%. Timings are wall-clock with the given faiss thread count,
