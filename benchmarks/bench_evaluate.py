@@ -139,8 +139,8 @@ def main() -> None:
 
         # arecall (imports are light; included)
         t = time.perf_counter()
-        from arecall.evaluation import evaluate
-        from arecall.trec import load_qrels, load_run
+        from arecall.evaluate.evaluation import evaluate
+        from arecall.io.trec import load_qrels, load_run
 
         run = load_run(run_path)
         qrels = load_qrels(qrels_path)

@@ -1,4 +1,4 @@
-"""The seed's reference algorithm over any `arecall.collection.Collection`.
+"""The seed's reference algorithm over any `arecall.data.collection.Collection`.
 
 authorized-recall 0.1.0's experiment loop, with the seed package's own `TfIdfIndex` and metric
 functions, run on a collection's documents, queries, qrels and ACL. Used by the benchmark and by
@@ -24,7 +24,7 @@ from authorized_recall import (
     unusable_fraction_at_k,
 )
 
-from arecall.collection import Collection
+from arecall.data.collection import Collection
 
 
 def seed_reference(collection: Collection, ks: tuple[int, ...]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import pytest
 from authorized_recall.experiment import run as seed_run
 from mlflow.tracking import MlflowClient
 
-from arecall.scoring import SEED_K_KEYS
+from arecall.core.scoring import SEED_K_KEYS
 
 from conftest import VENV_BIN
 

@@ -99,14 +99,14 @@ def test_unknown_retriever_in_params_yaml_fails_the_dvc_stage_with_one_line(tmp_
     (work / "params.yaml").write_text(params)
     shutil.copytree(ROOT / "reports", work / "reports")
     gen = subprocess.run(
-        [str(VENV_BIN / "python"), "-m", "arecall.stages.generate"],
+        [str(VENV_BIN / "python"), "-m", "arecall.pipeline.stages.generate"],
         cwd=work,
         capture_output=True,
         text=True,
     )
     assert gen.returncode == 0, gen.stderr
     proc = subprocess.run(
-        [str(VENV_BIN / "python"), "-m", "arecall.stages.rank"],
+        [str(VENV_BIN / "python"), "-m", "arecall.pipeline.stages.rank"],
         cwd=work,
         capture_output=True,
         text=True,

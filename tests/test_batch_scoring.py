@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import arecall
-from arecall.placement import place_all
-from arecall.ranking import rank_queries, rank_scores
-from arecall.scoring import exact_mean, score_pairs
+from arecall.core.placement import place_all
+from arecall.core.ranking import rank_queries, rank_scores
+from arecall.core.scoring import exact_mean, score_pairs
 
 
 @st.composite

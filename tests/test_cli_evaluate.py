@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from arecall.cli_evaluate import evaluate_main, fuse_main
-from arecall.evaluation import evaluate
-from arecall.trec import load_run
+from arecall.cli.evaluate import evaluate_main, fuse_main
+from arecall.evaluate.evaluation import evaluate
+from arecall.io.trec import load_run
 
 RUN = "q1 Q0 a 1 0.9 sys\nq1 Q0 x 2 0.8 sys\nq1 Q0 b 3 0.7 sys\nq2 Q0 c 1 0.5 sys\nq2 Q0 d 2 0.5 sys\n"
 RUN2 = "q1 Q0 b 1 3 bm25\nq1 Q0 a 2 2 bm25\nq2 Q0 d 1 1 bm25\nq2 Q0 e 2 0.5 bm25\n"

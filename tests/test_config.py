@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from arecall.config import CONF_DIR, checked, default_config, load_params
-from arecall.corpora import SOURCES
-from arecall.errors import ArecallError
-from arecall.profiles import MODELS
+from arecall.pipeline.config import CONF_DIR, checked, default_config, load_params
+from arecall.data.sources import SOURCES
+from arecall.core.errors import ArecallError
+from arecall.data.authorization import MODELS
 from arecall.retrievers import RETRIEVERS
 
 from conftest import ROOT

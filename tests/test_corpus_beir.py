@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from arecall.config import default_config
-from arecall.corpora import load_corpus
-from arecall.corpora.beir import read_beir, read_qrels
-from arecall.errors import ArecallError
-from arecall.pipeline import run_in_memory
+from arecall.pipeline.config import default_config
+from arecall.data.sources import load_corpus
+from arecall.data.sources.beir import read_beir, read_qrels
+from arecall.core.errors import ArecallError
+from arecall.pipeline.run import run_in_memory
 
 DOCS = [
     {"_id": "d3", "title": "Chromatography", "text": "column peak resolution"},

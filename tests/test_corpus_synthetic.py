@@ -7,13 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from arecall.config import default_config
-from arecall.corpora import load_corpus
-from arecall.corpora.synthetic import BATCH, SyntheticSpec, synthetic_collection
-from arecall.errors import ArecallError
-from arecall.pipeline import run_in_memory
-from arecall.profiles import LEVELS
-from arecall.ranking import rank_queries
+from arecall.pipeline.config import default_config
+from arecall.data.sources import load_corpus
+from arecall.data.sources.synthetic import BATCH, SyntheticSpec, synthetic_collection
+from arecall.core.errors import ArecallError
+from arecall.pipeline.run import run_in_memory
+from arecall.data.authorization import LEVELS
+from arecall.core.ranking import rank_queries
 from arecall.retrievers.tfidf import SeedTfidf
 
 SMALL = {"name": "synthetic", "seed": 3, "n_domains": 4, "docs_per_domain": 10}

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from arecall.config import default_config
+from arecall.pipeline.config import default_config
 
 from conftest import ROOT
 
@@ -19,8 +19,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_pipeline import arecall_metrics, compare, seed_overrides
 from seed_reference import seed_reference
 
-from arecall.corpora import load_corpus
-from arecall.profiles import apply_profiles
+from arecall.data.sources import load_corpus
+from arecall.data.authorization import apply_profiles
 
 
 @pytest.mark.parametrize("depth", [None, 10])

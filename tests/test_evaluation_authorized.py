@@ -20,9 +20,9 @@ from authorized_recall.retrieval import TfIdfIndex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arecall.errors import ArecallError
-from arecall.evaluation import Acl, compare, evaluate, load_acl
-from arecall.trec import Qrels, Run, save_qrels, save_run
+from arecall.core.errors import ArecallError
+from arecall.evaluate.evaluation import Acl, compare, evaluate, load_acl
+from arecall.io.trec import Qrels, Run, save_qrels, save_run
 
 DOCS = [f"d{i}" for i in range(12)]
 KS = (1, 2, 3, 5, 8)

@@ -20,8 +20,8 @@ from ranx import Qrels as RanxQrels
 from ranx import Run as RanxRun
 from ranx import evaluate as ranx_evaluate
 
-from arecall.evaluation import STANDARD_MEASURES, evaluate
-from arecall.trec import Qrels, Run, save_qrels, save_run
+from arecall.evaluate.evaluation import STANDARD_MEASURES, evaluate
+from arecall.io.trec import Qrels, Run, save_qrels, save_run
 
 warnings.filterwarnings("ignore", message=".*unsafe cast.*")  # numba, inside ranx
 

@@ -10,15 +10,15 @@ from hypothesis import strategies as st
 from verity.fusion import reciprocal_rank_fusion as verity_rrf
 from verity.fusion import weighted_rrf as verity_weighted_rrf
 
-from arecall.errors import ArecallError
-from arecall.evaluation import evaluate
-from arecall.fusion import (
+from arecall.core.errors import ArecallError
+from arecall.evaluate.evaluation import evaluate
+from arecall.evaluate.fusion import (
     fuse_runs,
     reciprocal_rank_fusion,
     reorderings_on_reload,
     weighted_rrf,
 )
-from arecall.trec import Run, load_run, save_run
+from arecall.io.trec import Run, load_run, save_run
 
 IDS = [f"d{i}" for i in range(10)]
 RANKINGS = st.dictionaries(

@@ -9,12 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from arecall.collection import Collection
-from arecall.config import default_config
-from arecall.corpora import load_corpus
-from arecall.errors import ArecallError
-from arecall.pipeline import run_in_memory
-from arecall.profiles import LEVELS, MODELS, apply_profiles, principal_domains, read_acl
+from arecall.data.collection import Collection
+from arecall.pipeline.config import default_config
+from arecall.data.sources import load_corpus
+from arecall.core.errors import ArecallError
+from arecall.pipeline.run import run_in_memory
+from arecall.data.authorization import LEVELS, MODELS, apply_profiles, principal_domains, read_acl
 
 SYNTH = {"name": "synthetic", "seed": 5, "n_domains": 6, "docs_per_domain": 30, "n_principals": 7}
 

@@ -7,12 +7,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-import arecall.proof as proof
-from arecall.collection import Collection
-from arecall.config import default_config
-from arecall.errors import ArecallError
-from arecall.pipeline import Layout, filter_lists, generate, prove, rank, score
-from arecall.placement import PlacedLists
+import arecall.pipeline.proof as proof
+from arecall.data.collection import Collection
+from arecall.pipeline.config import default_config
+from arecall.core.errors import ArecallError
+from arecall.pipeline.run import Layout, filter_lists, generate, prove, rank, score
+from arecall.core.placement import PlacedLists
 
 
 def test_all_property_claims_hold_with_their_example_counts():

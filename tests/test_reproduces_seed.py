@@ -18,13 +18,13 @@ from authorized_recall.corpus import build
 from authorized_recall.experiment import _document
 from authorized_recall.experiment import run as seed_run
 
-from arecall.config import default_config
-from arecall.corpora.discovery import discovery_records
-from arecall.corpora.seed_json import document_text, read_seed_json
-from arecall.pipeline import run_in_memory
-from arecall.ranking import rank_scores
+from arecall.pipeline.config import default_config
+from arecall.data.sources.discovery import discovery_records
+from arecall.data.sources.seed_json import document_text, read_seed_json
+from arecall.pipeline.run import run_in_memory
+from arecall.core.ranking import rank_scores
 from arecall.retrievers import make_retriever
-from arecall.scoring import SEED_K_KEYS
+from arecall.core.scoring import SEED_K_KEYS
 
 from conftest import VENV_BIN, write_seed_dir
 

@@ -6,11 +6,11 @@ import bm25s
 import numpy as np
 import pytest
 
-from arecall.config import default_config
-from arecall.corpora import load_corpus
-from arecall.errors import ArecallError
-from arecall.pipeline import run_in_memory
-from arecall.ranking import rank_queries
+from arecall.pipeline.config import default_config
+from arecall.data.sources import load_corpus
+from arecall.core.errors import ArecallError
+from arecall.pipeline.run import run_in_memory
+from arecall.core.ranking import rank_queries
 from arecall.retrievers import dense_lsa as dense_lsa_module
 from arecall.retrievers import make_retriever
 from arecall.retrievers.bm25 import BM25

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from arecall.errors import ArecallError
-from arecall.significance import (
+from arecall.core.errors import ArecallError
+from arecall.core.significance import (
     delta_significance,
     paired_bootstrap_ci,
     paired_randomization_test,

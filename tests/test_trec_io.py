@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arecall.errors import ArecallError
-from arecall.trec import Qrels, Run, load_qrels, load_run, save_qrels, save_run
+from arecall.core.errors import ArecallError
+from arecall.io.trec import Qrels, Run, load_qrels, load_run, save_qrels, save_run
 
 DOC = st.sampled_from([f"d{i}" for i in range(12)] + ["D1", "é1", "a_b", "z"])
 SCORE = st.sampled_from([0.0, 0.5, 1.0, 2.0, -1.25, 1e-7, 3.141592653589793])

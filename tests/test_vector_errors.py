@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from arecall.errors import ArecallError
+from arecall.core.errors import ArecallError
 from arecall.vector import (
     audit,
     auto,

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from arecall.config import default_config
-from arecall.errors import ArecallError
-from arecall.pipeline import Layout, run_all, run_in_memory
+from arecall.pipeline.config import default_config
+from arecall.core.errors import ArecallError
+from arecall.pipeline.run import Layout, run_all, run_in_memory
 
 from conftest import VENV_BIN
 

@@ -2,8 +2,8 @@
 
 Of what a retrieval system returns, how much may the person who asked actually use? The public
 API is the per-list metrics and placements (predicates are ``Callable[[str], bool]``); the
-vectorised all-pairs versions live in `arecall.placement` and `arecall.scoring`, the pipeline in
-`arecall.pipeline`.
+vectorised all-pairs versions live in `arecall.core.placement` and `arecall.core.scoring`, the pipeline in
+`arecall.pipeline.run`.
 
 Examples
 --------
@@ -15,8 +15,8 @@ Examples
 1.0
 """
 
-from arecall.errors import ArecallError
-from arecall.metrics import (
+from arecall.core.errors import ArecallError
+from arecall.core.measures import (
     Authorized,
     authorized_recall_at_k,
     ndcg_at_k,
@@ -25,7 +25,7 @@ from arecall.metrics import (
     reciprocal_rank,
     unusable_fraction_at_k,
 )
-from arecall.placement import Placement, post_filter, pre_filter
+from arecall.core.placement import Placement, post_filter, pre_filter
 
 __version__ = "0.1.0"
 

@@ -1,7 +1,7 @@
 """Retrievers: fit on document texts, score query texts into a sparse queries × docs matrix.
 
 The Hydra group ``retriever`` selects one by ``retriever.name``. A retriever only scores;
-ordering, tie-breaking and depth live in `arecall.ranking`, shared by all of them.
+ordering, tie-breaking and depth live in `arecall.core.ranking`, shared by all of them.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import scipy.sparse as sp
 
-from arecall.errors import ArecallError
+from arecall.core.errors import ArecallError
 
 __all__ = ["RETRIEVERS", "Retriever", "make_retriever"]
 

@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
-from arecall.errors import ArecallError
+from arecall.core.errors import ArecallError
 from arecall.retrievers.tfidf import tokenize
 
 __all__ = ["BM25", "METHODS", "positive_part"]
@@ -89,7 +89,7 @@ class BM25:
         >>> BM25.from_config({"b": 2})
         Traceback (most recent call last):
         ...
-        arecall.errors.ArecallError: retriever.b: must be a number in [0, 1], got 2
+        arecall.core.errors.ArecallError: retriever.b: must be a number in [0, 1], got 2
         """
         k1, b, method = cfg.get("k1", 1.5), cfg.get("b", 0.75), cfg.get("method", "lucene")
         if isinstance(k1, bool) or not isinstance(k1, int | float) or not 0 <= k1 < float("inf"):

@@ -31,7 +31,7 @@ from sklearn.decomposition import TruncatedSVD
 from sklearn.feature_extraction.text import TfidfTransformer
 from sklearn.preprocessing import normalize
 
-from arecall.errors import ArecallError
+from arecall.core.errors import ArecallError
 from arecall.retrievers.tfidf import tokenize
 
 __all__ = ["BLOCK_CELLS", "DenseLSA"]
@@ -73,7 +73,7 @@ class DenseLSA:
         >>> DenseLSA.from_config({"n_components": 0})
         Traceback (most recent call last):
         ...
-        arecall.errors.ArecallError: retriever.n_components: must be a positive integer, got 0
+        arecall.core.errors.ArecallError: retriever.n_components: must be a positive integer, got 0
         """
         values = {}
         for field, default, minimum in (

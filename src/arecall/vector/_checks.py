@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from arecall.errors import ArecallError
+from arecall.core.errors import ArecallError
 
 __all__ = [
     "check_ef_search",

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from arecall.errors import ArecallError
+from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_positive_int, check_selectivities
 from arecall.vector.generator import BenchData, generate, generate_lowrank
 from arecall.vector.index import Hits, VectorIndex, build_index, set_threads

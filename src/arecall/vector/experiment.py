@@ -25,8 +25,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from arecall.atomic import atomic_path
-from arecall.errors import ArecallError
+from arecall.io.atomic import atomic_path
+from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_mask, check_positive_int, check_selectivities
 from arecall.vector.generator import BenchData, generate
 from arecall.vector.index import Hits, VectorIndex, build_index

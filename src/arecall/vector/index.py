@@ -30,7 +30,7 @@ import faiss
 import numpy as np
 import numpy.typing as npt
 
-from arecall.errors import ArecallError
+from arecall.core.errors import ArecallError
 from arecall.vector._checks import (
     check_ef_search,
     check_k,

@@ -51,7 +51,7 @@ import faiss
 import numpy as np
 import numpy.typing as npt
 
-from arecall.errors import ArecallError
+from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_mask, check_positive_int
 from arecall.vector.index import Hits, VectorIndex
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from arecall.errors import ArecallError
+from arecall.core.errors import ArecallError
 from arecall.vector.stores.base import Below, VectorStore
 from arecall.vector.stores.lancedb import LanceDBStore
 

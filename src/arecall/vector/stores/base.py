@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from arecall.errors import ArecallError
+from arecall.core.errors import ArecallError
 from arecall.vector.index import Hits
 
 __all__ = ["Below", "VectorStore"]

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from arecall.errors import ArecallError
+from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_matrix, check_positive_int
 from arecall.vector.index import Hits
 from arecall.vector.stores.base import Below, VectorStore

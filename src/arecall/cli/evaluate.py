@@ -1,0 +1,422 @@
+"""``arecall evaluate`` and ``arecall fuse``: the evaluation library on TREC files, from a shell.
+
+Why a separate module: these commands work on the user's own files and must not pay for (or
+depend on) the pipeline's Hydra/DVC machinery; ``arecall.cli`` dispatches to `evaluate_main`
+and `fuse_main`. Both return an exit status instead of exiting: 0 on success, 2 on a user error
+(one ``arecall: error: ...`` line on stderr naming the file and line, no traceback, no output
+file touched — every file is written atomically and only after everything was computed).
+mlflow is imported only for ``--mlflow``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import textwrap
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import pandas as pd
+
+from arecall.io.atomic import write_text
+from arecall.core.errors import ArecallError
+from arecall.evaluate.evaluation import PLACEMENTS, Evaluation, compare, evaluate, parse_ks
+from arecall.evaluate.fusion import DEFAULT_SMOOTHING, fuse_runs, reorderings_on_reload
+from arecall.io.trec import TIES, load_run, save_run
+
+__all__ = ["evaluate_main", "fuse_main", "log_to_mlflow"]
+
+_ORDER_NOTE = (
+    "Runs are ranked by score descending; equal scores by doc id ascending (--ties docid, the "
+    "seed's and verity's convention) or descending (--ties trec_eval: trec_eval's "
+    "comp_sim_docno). The rank column is ignored, as trec_eval and ranx ignore it."
+)
+
+
+def _wrap(*paragraphs: str) -> str:
+    return "\n\n".join(textwrap.fill(p, width=79) for p in paragraphs)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one ArecallError line like every other user error."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ArecallError(f"{self.prog}: {message} (see --help)")
+
+
+def _guard(main: Callable[[list[str]], int], argv: Sequence[str]) -> int:
+    try:
+        return main(list(argv))
+    except ArecallError as exc:
+        print(f"arecall: error: {exc}", file=sys.stderr)
+        return 2
+    except SystemExit as exc:  # --help / --version
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+
+
+def _names(text: str, flag: str) -> list[str]:
+    names = [x.strip() for x in text.split(",")]
+    if not names or not all(names):
+        raise ArecallError(f"{flag}: expected a comma-separated list of names, got {text!r}")
+    if len(set(names)) != len(names):
+        raise ArecallError(f"{flag}: a name is listed twice in {text!r}")
+    return names
+
+
+# -- arecall evaluate ----------------------------------------------------------------------------
+
+
+def _evaluate_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="arecall evaluate",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=_wrap(
+            "Standard measures of a TREC run against TREC qrels (the same values as ranx and "
+            "trec_eval), and with an ACL the authorized view per principal: Authorized "
+            "Recall@K after (post) and before (pre) filtering, their gap with a bootstrap CI "
+            "and a randomization p-value, and U@K, the unauthorized share of the first K."
+        ),
+        epilog=_wrap(
+            _ORDER_NOTE,
+            "Files: run lines 'qid Q0 docid rank score tag'; qrels lines 'qid 0 docid rel' "
+            "(rel >= 1 is relevant); ACL lines 'doc_id<TAB>principal' (deny by default: an "
+            "unlisted document is authorized to nobody); groups lines 'principal<TAB>group' "
+            "(ACL lines may then name groups).",
+            "Conventions: judged queries with nothing relevant score 0 on the standard "
+            "measures and stay in the means (ranx/trec_eval) and are counted; a query-"
+            "principal pair with nothing relevant authorized has ARecall 1 (the seed's "
+            "convention), and the restricted means over the other pairs are shown with their "
+            "count.",
+        ),
+    )
+    p.add_argument("--run", required=True, help="TREC run file")
+    p.add_argument("--qrels", required=True, help="TREC qrels file")
+    p.add_argument("--acl", help="ACL TSV: doc_id<TAB>principal (or group)")
+    p.add_argument("--groups", help="groups TSV: principal<TAB>group")
+    p.add_argument(
+        "--principals",
+        help="comma-separated principals; ACL names outside the "
+        "list (and its groups) are errors. Default: every principal in the ACL",
+    )
+    p.add_argument("--k", default="1,3,5,10", help="cutoffs (default: 1,3,5,10)")
+    p.add_argument(
+        "--placement",
+        choices=PLACEMENTS,
+        default=None,
+        help="which list ARecall@K and --worst describe: post = filter after top-K "
+        "(default), pre = filter before, as-is = the run unfiltered",
+    )
+    p.add_argument("--ties", choices=TIES, default="docid", help="order of equal scores")
+    p.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    p.add_argument(
+        "--compare-run",
+        metavar="RUN",
+        help="a second run: paired Δ = RUN − COMPARE_RUN per measure and K, with "
+        "bootstrap CI and randomization p-value",
+    )
+    p.add_argument(
+        "--worst",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also list the N lowest-scoring queries / pairs at the largest K, with "
+        "what was returned and what was missed",
+    )
+    p.add_argument("--rows", metavar="CSV", help="write per-query (per-pair with an ACL) rows")
+    p.add_argument("--out", metavar="FILE", help="write the report here instead of stdout")
+    p.add_argument(
+        "--resamples",
+        type=int,
+        default=9999,
+        help="bootstrap / randomization resamples (default 9999)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the resampling (default 0)")
+    p.add_argument(
+        "--mlflow",
+        action="store_true",
+        help="log the summary as an MLflow run to MLFLOW_TRACKING_URI, else "
+        "sqlite:///mlflow.db in the working directory",
+    )
+    return p
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars to Python ones, so JSON keeps every digit."""
+    return value.item() if hasattr(value, "item") and not isinstance(value, list) else value
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return [{str(k): _plain(v) for k, v in row.items()} for row in frame.to_dict("records")]
+
+
+def _render(
+    fmt: str,
+    ev: Evaluation,
+    comparison: pd.DataFrame | None,
+    worst: pd.DataFrame | None,
+    names: tuple[str, str],
+) -> str:
+    if fmt == "json":
+        data: dict[str, Any] = ev.summary()
+        if comparison is not None:
+            data["comparison"] = {"a": names[0], "b": names[1], "rows": _records(comparison)}
+        if worst is not None:
+            data["worst"] = _records(worst)
+        return json.dumps(data, indent=2, allow_nan=False) + "\n"
+    if fmt == "csv":
+        blocks = [ev.summary_frame().to_csv(index=False)]
+        if comparison is not None:
+            blocks.append(comparison.to_csv(index=False))
+        if worst is not None:
+            blocks.append(
+                worst.assign(
+                    returned=worst["returned"].map(" ".join), missed=worst["missed"].map(" ".join)
+                ).to_csv(index=False)
+            )
+        return "\n".join(blocks)
+    text = ev.table()
+    if comparison is not None:
+        text += f"\npaired comparison, Δ = A − B (A: {names[0]}, B: {names[1]}):\n"
+        shown = comparison.copy()
+        text += shown.to_string(index=False, float_format=lambda x: f"{x:.4f}") + "\n"
+    if worst is not None:
+        text += "\nworst pairs:\n"
+        for r in _records(worst):
+            who = f" principal {r['principal']}" if "principal" in r else ""
+            measure = next(key for key in r if "@" in key)
+            text += (
+                f"  query {r['query_id']}{who}: {measure} = {r[measure]:.4f}\n"
+                f"    returned: {' '.join(r['returned']) or '(nothing)'}\n"
+                f"    missed:   {' '.join(r['missed']) or '(nothing)'}\n"
+            )
+    return text
+
+
+def _evaluate(argv: list[str]) -> int:
+    args = _evaluate_parser().parse_args(argv)
+    if args.acl is None:
+        for flag, value in (
+            ("--principals", args.principals),
+            ("--groups", args.groups),
+            ("--placement", args.placement),
+        ):
+            if value is not None:
+                raise ArecallError(f"{flag} needs --acl")
+    if args.worst < 0:
+        raise ArecallError(f"--worst: expected N >= 0, got {args.worst}")
+    if args.resamples < 1:
+        raise ArecallError(f"--resamples: expected N >= 1, got {args.resamples}")
+    try:
+        ks = parse_ks(args.k)
+    except ArecallError as exc:
+        raise ArecallError(f"--{exc}") from None
+    principals = _names(args.principals, "--principals") if args.principals else None
+    options: dict[str, Any] = dict(
+        acl=args.acl,
+        k=ks,
+        principals=principals,
+        groups=args.groups,
+        placement=args.placement or "post",
+        ties=args.ties,
+        n_resamples=args.resamples,
+        seed=args.seed,
+    )
+    ev = evaluate(args.run, args.qrels, **options)
+    summary = ev.summary()
+    comparison = None
+    if args.compare_run is not None:
+        other = evaluate(
+            args.compare_run,
+            ev.qrels,
+            **{**options, "acl": ev.acl, "principals": None, "groups": None},
+        )
+        comparison = compare(ev, other, n_resamples=args.resamples, seed=args.seed)
+    worst = ev.worst(args.worst) if args.worst else None
+    report = _render(args.format, ev, comparison, worst, (args.run, args.compare_run or ""))
+    if args.rows:
+        write_text(args.rows, ev.rows.to_csv(index=False))
+    if args.out:
+        write_text(args.out, report)
+    else:
+        sys.stdout.write(report)
+    if args.mlflow:
+        params = {
+            "run": args.run,
+            "qrels": args.qrels,
+            "acl": args.acl or "",
+            "groups": args.groups or "",
+            "principals": ",".join(ev.principals),
+            "k": ",".join(map(str, ks)),
+            "placement": ev.placement,
+            "ties": args.ties,
+            "compare_run": args.compare_run or "",
+        }
+        run_id, uri = log_to_mlflow(
+            summary, ev.summary_frame(), params=params, comparison=comparison
+        )
+        print(f"mlflow: logged run {run_id} to {uri}", file=sys.stderr)
+    return 0
+
+
+def evaluate_main(argv: list[str]) -> int:
+    """``arecall evaluate``: parse ``argv``, evaluate, print or write the report.
+
+    Returns 0 on success and 2 on a user error (printed as one ``arecall: error:`` line).
+
+    Examples
+    --------
+    >>> evaluate_main(["--run", "/nonexistent.trec", "--qrels", "/nonexistent.txt"])
+    2
+    """
+    return _guard(_evaluate, argv)
+
+
+def _flat_metrics(summary: dict[str, Any]) -> dict[str, float]:
+    flat: dict[str, float] = {}
+    for key in (
+        "queries",
+        "queries_without_relevant",
+        "queries_missing_from_run",
+        "run_queries_not_judged",
+        "pairs",
+        "pairs_without_authorized_relevant",
+    ):
+        if key in summary:
+            flat[key] = float(summary[key])
+    for k, row in summary["k"].items():
+        for key, value in row.items():
+            if key == "significance":
+                for name, sig in value.items():
+                    flat[f"{name}_ci_low_at_{k}"] = float(sig["low"])
+                    flat[f"{name}_ci_high_at_{k}"] = float(sig["high"])
+                    flat[f"{name}_p_value_at_{k}"] = float(sig["p_value"])
+            elif value is not None:
+                flat[f"{key}_at_{k}"] = float(value)
+    return flat
+
+
+def log_to_mlflow(
+    summary: dict[str, Any],
+    table: pd.DataFrame,
+    *,
+    params: dict[str, str],
+    comparison: pd.DataFrame | None = None,
+) -> tuple[str, str]:
+    """Log an evaluation summary as one MLflow run; return (run id, tracking URI).
+
+    Metrics are ``<measure>_at_<k>`` (and ``gap_ci_low_at_<k>`` etc.), the per-K table is an
+    MLflow table (``summary.json``) and the whole summary a JSON artifact. The store is
+    MLFLOW_TRACKING_URI, else ``sqlite:///mlflow.db`` in the working directory; the experiment
+    is MLFLOW_EXPERIMENT_NAME, else ``arecall-evaluate``. Telemetry is off unless the
+    environment turns it on.
+    """
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    import mlflow
+
+    uri = os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_experiment(os.environ.get("MLFLOW_EXPERIMENT_NAME") or "arecall-evaluate")
+    with mlflow.start_run(run_name=f"evaluate {Path(params.get('run', 'run')).name}") as active:
+        mlflow.set_tag("arecall.entry", "arecall evaluate")
+        mlflow.log_params(params)
+        mlflow.log_metrics(_flat_metrics(summary))
+        mlflow.log_table(table, artifact_file="summary.json")
+        mlflow.log_dict(summary, "evaluation.json")
+        if comparison is not None:
+            mlflow.log_table(comparison, artifact_file="comparison.json")
+        run_id = str(active.info.run_id)
+    return run_id, uri
+
+
+# -- arecall fuse --------------------------------------------------------------------------------
+
+
+def _fuse_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="arecall fuse",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=_wrap(
+            "Reciprocal rank fusion of TREC runs: each document scores the sum over runs of "
+            "weight / (smoothing + rank); ties by (-score, -number of runs, doc id). Writes a "
+            "TREC run that 'arecall evaluate' reads."
+        ),
+        epilog=_wrap(f"{_ORDER_NOTE} A source's rank is the position in that order."),
+    )
+    p.add_argument("runs", nargs="+", metavar="RUN", help="TREC run files to fuse")
+    p.add_argument("--out", required=True, metavar="FUSED", help="fused TREC run to write")
+    p.add_argument(
+        "--smoothing",
+        type=float,
+        default=DEFAULT_SMOOTHING,
+        help=f"the k in 1 / (k + rank), at least 1 (default {DEFAULT_SMOOTHING})",
+    )
+    p.add_argument("--weights", help="comma-separated weights, one per RUN (default all 1)")
+    p.add_argument("--limit", type=int, help="keep the top N fused results per query")
+    p.add_argument("--name", default="rrf", help="tag of the fused run (default rrf)")
+    p.add_argument("--ties", choices=TIES, default="docid", help="order of equal scores")
+    p.add_argument(
+        "--contributions",
+        metavar="TSV",
+        help="also write query_id, doc_id, source run, rank for every fused result",
+    )
+    return p
+
+
+def _fuse(argv: list[str]) -> int:
+    args = _fuse_parser().parse_args(argv)
+    if not args.smoothing >= 1:
+        raise ArecallError(f"--smoothing must be at least 1, got {args.smoothing}")
+    if args.limit is not None and args.limit < 1:
+        raise ArecallError(f"--limit must be a positive integer, got {args.limit}")
+    if len(set(args.runs)) != len(args.runs):
+        raise ArecallError("a RUN is given twice; each source must be a different file")
+    weights = None
+    if args.weights is not None:
+        parts = [x.strip() for x in args.weights.split(",")]
+        if len(parts) != len(args.runs):
+            raise ArecallError(
+                f"--weights: {len(parts)} weights for {len(args.runs)} runs; give one per run"
+            )
+        try:
+            weights = dict(zip(args.runs, (float(x) for x in parts), strict=True))
+        except ValueError:
+            raise ArecallError(f"--weights: not a list of numbers: {args.weights!r}") from None
+    runs = {path: load_run(path, ties=args.ties) for path in args.runs}
+    fused = fuse_runs(
+        runs, smoothing=args.smoothing, weights=weights, limit=args.limit, name=args.name
+    )
+    contributions = None
+    if args.contributions:
+        contributions = fused.contributions.to_csv(sep="\t", index=False)
+    save_run(fused.run, args.out)
+    if contributions is not None:
+        write_text(args.contributions, contributions)
+    moved = reorderings_on_reload(fused.run, ties=args.ties)
+    print(
+        f"fused {len(runs)} runs: {fused.run.n_queries} queries, {len(fused.run)} results "
+        f"-> {args.out}",
+        file=sys.stderr,
+    )
+    if moved:
+        print(
+            f"note: {moved} places have equal fused scores ordered by number of runs; "
+            "re-reading orders them by doc id",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def fuse_main(argv: list[str]) -> int:
+    """``arecall fuse RUN... --out FUSED``: fuse runs and write the result as a TREC run.
+
+    Returns 0 on success and 2 on a user error (printed as one ``arecall: error:`` line).
+
+    Examples
+    --------
+    >>> fuse_main(["/nonexistent.trec", "--out", "/tmp/never-written.trec", "--smoothing", "0"])
+    2
+    """
+    return _guard(_fuse, argv)

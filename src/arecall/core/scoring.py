@@ -1,0 +1,278 @@
+"""Every metric for every query-principal pair, K and placement, as array operations.
+
+The per-list definitions are in `arecall.core.measures`; this module computes the same numbers for all
+pairs at once from the ranking, the placed lists, the qrels and the ACL, and a test holds the two
+to exact agreement. Relevance of a (query, document) cell is looked up by binary search on sorted
+``query * n_docs + doc`` keys, so nothing of size queries × documents is ever materialised.
+
+Means follow the seed: over all query-principal pairs, with ARecall = 1 where nothing relevant is
+authorized (R_A = ∅), and beside it the restricted mean over pairs with R_A ≠ ∅ and its count
+(the "excluded" convention: those pairs left out, their number shown).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from arecall.core.placement import PlacedLists
+from arecall.core.ranking import Ranking
+
+__all__ = [
+    "PAIR_METRICS",
+    "SEED_K_KEYS",
+    "SUMMARY_K_KEYS",
+    "PairScores",
+    "exact_mean",
+    "score_pairs",
+    "summarise",
+]
+
+PAIR_METRICS = (
+    "recall",
+    "precision",
+    "ndcg",
+    "unusable",
+    "arecall_post",
+    "arecall_pre",
+    "returned_post",
+    "returned_pre",
+)
+
+#: Per-K keys of authorized-recall 0.1.0's ``--emit`` JSON (metrics.json keeps their meaning).
+SEED_K_KEYS = (
+    "recall",
+    "arecall_post",
+    "arecall_pre",
+    "precision",
+    "ndcg",
+    "unusable",
+    "arecall_post_nonempty",
+    "arecall_pre_nonempty",
+    "n_nonempty",
+    "gap",
+    "gap_nonempty",
+)
+
+#: Every per-K mean `summarise` reports (the seed's, plus what arecall adds).
+SUMMARY_K_KEYS = (*dict.fromkeys((*SEED_K_KEYS, *PAIR_METRICS, "n_excluded")),)
+
+
+class _Relevance:
+    """Binary relevance of (query, doc) cells by binary search on sorted cell keys."""
+
+    def __init__(self, binary: sp.csr_matrix) -> None:
+        coo = binary.tocoo()
+        self.n_docs = binary.shape[1]
+        self.keys = np.sort(coo.row.astype(np.int64) * self.n_docs + coo.col)
+
+    def lookup(self, query: np.ndarray, doc: np.ndarray) -> np.ndarray:
+        """Relevance of cells (query[i], doc[i]); doc < 0 (padding) is never relevant."""
+        if not len(self.keys):
+            return np.zeros(np.shape(doc), dtype=bool)
+        probe = query.astype(np.int64) * self.n_docs + np.maximum(doc, 0)
+        pos = np.minimum(np.searchsorted(self.keys, probe), len(self.keys) - 1)
+        return (self.keys[pos] == probe) & (doc >= 0)
+
+
+@dataclass(frozen=True)
+class PairScores:
+    """Per-pair metrics, arrays of shape (n_principals, n_queries, n_ks), plus per-query MRR."""
+
+    ks: tuple[int, ...]
+    metrics: dict[str, np.ndarray]
+    reciprocal_rank: np.ndarray
+    n_relevant: np.ndarray
+    n_authorized_relevant: np.ndarray
+
+    def to_frame(self, query_ids: np.ndarray, principals: np.ndarray) -> pd.DataFrame:
+        """Long table: one row per (principal, query, K)."""
+        n_p, n_q, n_k = self.metrics["recall"].shape
+        frame = pd.DataFrame(
+            {
+                "principal": pd.Categorical.from_codes(
+                    np.repeat(np.arange(n_p), n_q * n_k), categories=pd.Index(principals)
+                ),
+                "query_id": pd.Categorical.from_codes(
+                    np.tile(np.repeat(np.arange(n_q), n_k), n_p), categories=pd.Index(query_ids)
+                ),
+                "k": np.tile(np.asarray(self.ks, dtype=np.int64), n_p * n_q),
+                "n_relevant": np.tile(np.repeat(self.n_relevant, n_k), n_p),
+                "n_authorized_relevant": np.repeat(self.n_authorized_relevant.ravel(), n_k),
+            }
+        )
+        for name in PAIR_METRICS:
+            frame[name] = self.metrics[name].ravel()
+        return frame
+
+
+def score_pairs(
+    ranking: Ranking,
+    lists: PlacedLists,
+    relevance: sp.csr_matrix,
+    acl: sp.spmatrix,
+    ks: tuple[int, ...],
+) -> PairScores:
+    """Compute every per-pair metric of `arecall.core.measures` for all principals, queries and Ks.
+
+    Parameters
+    ----------
+    ranking : Ranking
+        The unfiltered ranking (at least ``max(ks)`` deep, or every positive document).
+    lists : PlacedLists
+        Post and pre lists from `arecall.core.placement.place_all` at ``max(ks)``.
+    relevance : csr_matrix, shape (n_queries, n_docs)
+        Relevance grades; any grade > 0 counts as relevant (binary, as the seed).
+    acl : sparse bool matrix, shape (n_principals, n_docs)
+    ks : tuple of int
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from arecall.core.placement import place_all
+    >>> from arecall.core.ranking import rank_queries
+    >>> acl = sp.csr_matrix([[True, True, False]])
+    >>> rel = sp.csr_matrix([[1.0, 1.0, 1.0]])
+    >>> ranking = rank_queries([sp.csr_matrix([[0.5, 0.1, 0.9]])], n_queries=1, relevance=rel)
+    >>> s = score_pairs(ranking, place_all(ranking, acl, 2), rel, acl, (1, 2))
+    >>> s.metrics["arecall_post"].tolist(), s.metrics["arecall_pre"].tolist()
+    ([[[0.0, 0.5]]], [[[0.5, 1.0]]])
+    """
+    n_q = ranking.n_queries
+    k_arr = np.asarray(ks)
+    k_max = int(k_arr.max())
+    depth = k_max
+    padded = ranking.padded(k_max).astype(np.int64)
+    qidx = np.arange(n_q)[:, None]
+
+    binary = relevance.copy()
+    binary.data = (binary.data > 0).astype(np.float64)
+    binary.eliminate_zeros()
+    n_rel = np.asarray(binary.sum(axis=1)).ravel()
+    allowed = sp.csr_matrix(acl, dtype=np.float64)
+    n_auth_rel = np.asarray((allowed @ binary.T).todense())  # (P, Q)
+
+    # query-level, authorization-blind
+    relevant = _Relevance(binary)
+    rel_flags = relevant.lookup(np.broadcast_to(qidx, padded.shape), padded)
+    hits = np.cumsum(rel_flags, axis=1)[:, k_arr - 1]  # (Q, nK)
+    safe_rel = np.where(n_rel > 0, n_rel, 1.0)[:, None]
+    recall = np.where(n_rel[:, None] > 0, hits / safe_rel, 1.0)
+    precision = hits / k_arr
+    discount = 1.0 / np.log2(np.arange(2, depth + 2))
+    dcg = np.cumsum(rel_flags * discount, axis=1)[:, k_arr - 1]
+    ideal_cum = np.concatenate(([0.0], np.cumsum(discount)))
+    ideal = ideal_cum[np.minimum(n_rel[:, None].astype(np.int64), k_arr)]
+    ndcg = np.divide(dcg, ideal, out=np.zeros_like(dcg), where=ideal > 0)
+    first = ranking.first_relevant
+    rr = np.divide(1.0, first, out=np.zeros(n_q), where=first > 0)
+
+    # per principal (bounded memory: one principal's queries × K at a time)
+    dense_acl = np.asarray(acl.toarray(), dtype=bool)
+    n_p = dense_acl.shape[0]
+    top = padded[:, :k_max]
+    names = ("unusable", "arecall_post", "arecall_pre", "returned_post", "returned_pre")
+    out = {name: np.empty((n_p, n_q, len(ks))) for name in names}
+    for p in range(n_p):
+        shown_unusable = (top >= 0) & ~dense_acl[p, np.maximum(top, 0)]
+        out["unusable"][p] = np.cumsum(shown_unusable, axis=1)[:, k_arr - 1] / k_arr
+        pre_rel = relevant.lookup(qidx, lists.pre[p])
+        post_rel = relevant.lookup(qidx, lists.post[p])
+        shown = lists.post_rank[p] >= 0
+        # post items are stored in rank order, so "rank < K" is a prefix: count it per K
+        in_k = [shown & (lists.post_rank[p] < k) for k in ks]
+        post_hits = np.stack([(post_rel & m).sum(axis=1) for m in in_k], axis=1)
+        pre_hits = np.cumsum(pre_rel, axis=1)[:, k_arr - 1]
+        has = n_auth_rel[p][:, None] > 0
+        denom = np.where(has, n_auth_rel[p][:, None], 1.0)
+        out["arecall_post"][p] = np.where(has, post_hits / denom, 1.0)
+        out["arecall_pre"][p] = np.where(has, pre_hits / denom, 1.0)
+        out["returned_post"][p] = np.stack([m.sum(axis=1) for m in in_k], axis=1) / k_arr
+        out["returned_pre"][p] = np.cumsum(lists.pre[p] >= 0, axis=1)[:, k_arr - 1] / k_arr
+
+    def per_pair(x: np.ndarray) -> np.ndarray:
+        return np.broadcast_to(x[None, :, :], (n_p, *x.shape)).copy()
+
+    metrics = {
+        "recall": per_pair(recall),
+        "precision": per_pair(precision),
+        "ndcg": per_pair(ndcg),
+        **out,
+    }
+    return PairScores(
+        ks=tuple(int(k) for k in ks),
+        metrics=metrics,
+        reciprocal_rank=rr,
+        n_relevant=n_rel.astype(np.int64),
+        n_authorized_relevant=n_auth_rel.astype(np.int64),
+    )
+
+
+def exact_mean(values: np.ndarray) -> float | None:
+    """The correctly rounded mean of float values (``None`` for none), like `statistics.mean`.
+
+    Summing in float64 can land one unit in the last place away, which shows as a different
+    third decimal when a mean sits on a rounding boundary (0.8625 → 0.862 instead of 0.863).
+    Each float is an integer mantissa times a power of two; the mantissas are summed exactly per
+    exponent (int64 blocks small enough never to overflow, then Python integers), and the one
+    rounding happens at the end.
+
+    Examples
+    --------
+    >>> exact_mean(np.array([0.1, 0.2, 0.3]))
+    0.2
+    """
+    x = np.asarray(values, dtype=np.float64).ravel()
+    if not x.size:
+        return None
+    if not np.isfinite(x).all():
+        raise ValueError("exact_mean: values must be finite")
+    mantissa, exponent = np.frexp(x)
+    numerator = np.ldexp(mantissa, 53).astype(np.int64)  # exact: |mantissa| < 1
+    total = Fraction(0)
+    for e in np.unique(exponent):
+        part = numerator[exponent == e]
+        blocks = np.add.reduceat(part, np.arange(0, len(part), 512))  # < 2**62 per block
+        total += Fraction(sum(int(b) for b in blocks)) * Fraction(2) ** (int(e) - 53)
+    return float(total / x.size)
+
+
+def summarise(scores: PairScores, *, n_documents: int) -> dict[str, Any]:
+    """Means in the seed's ``--emit`` layout, plus the excluded-pairs count and returned/K.
+
+    Keys: datasets, queries, profiles, pairs, mrr, unauthorized_relevant, total_relevant, and
+    ``k`` → {"1": {recall, arecall_post, arecall_pre, precision, ndcg, unusable,
+    arecall_post_nonempty, arecall_pre_nonempty, n_nonempty, n_excluded, gap, gap_nonempty,
+    returned_post, returned_pre}}. A restricted mean over no pairs is ``None``.
+    """
+    m = scores.metrics
+    n_p, n_q, _ = m["recall"].shape
+    nonempty = scores.n_authorized_relevant > 0  # (P, Q)
+    per_k: dict[str, dict[str, Any]] = {}
+    for i, k in enumerate(scores.ks):
+        row: dict[str, Any] = {name: exact_mean(m[name][:, :, i]) for name in PAIR_METRICS}
+        post_nz = exact_mean(m["arecall_post"][:, :, i][nonempty])
+        pre_nz = exact_mean(m["arecall_pre"][:, :, i][nonempty])
+        row["arecall_post_nonempty"] = post_nz
+        row["arecall_pre_nonempty"] = pre_nz
+        row["n_nonempty"] = int(nonempty.sum())
+        row["n_excluded"] = int(nonempty.size - nonempty.sum())
+        row["gap"] = row["arecall_pre"] - row["arecall_post"]
+        row["gap_nonempty"] = None if pre_nz is None or post_nz is None else pre_nz - post_nz
+        per_k[str(k)] = row
+    total_relevant = int(scores.n_relevant.sum()) * n_p
+    return {
+        "datasets": int(n_documents),
+        "queries": int(n_q),
+        "profiles": int(n_p),
+        "pairs": int(n_p * n_q),
+        "mrr": exact_mean(scores.reciprocal_rank) or 0.0,
+        "unauthorized_relevant": total_relevant - int(scores.n_authorized_relevant.sum()),
+        "total_relevant": total_relevant,
+        "k": per_k,
+    }

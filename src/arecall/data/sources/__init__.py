@@ -1,0 +1,65 @@
+"""Corpus sources: each turns one kind of input into an `arecall.data.collection.Collection`.
+
+The Hydra group ``corpus`` selects one by ``corpus.name``; `load_corpus` dispatches on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from arecall.data.collection import Collection
+from arecall.core.errors import ArecallError
+
+__all__ = ["SOURCES", "load_corpus"]
+
+
+def _discovery(cfg: Mapping[str, Any]) -> Collection:
+    from arecall.data.sources.discovery import discovery_collection
+
+    return discovery_collection()
+
+
+def _seed_json(cfg: Mapping[str, Any]) -> Collection:
+    from arecall.data.sources.seed_json import read_seed_json
+
+    path = cfg.get("path")
+    if not path:
+        raise ArecallError("corpus.path: required for corpus=seed_json (a directory)")
+    return read_seed_json(path)
+
+
+def _synthetic(cfg: Mapping[str, Any]) -> Collection:
+    from arecall.data.sources.synthetic import synthetic_collection
+
+    return synthetic_collection(cfg)
+
+
+def _beir(cfg: Mapping[str, Any]) -> Collection:
+    from arecall.data.sources.beir import beir_collection
+
+    return beir_collection(cfg)
+
+
+SOURCES: dict[str, Callable[[Mapping[str, Any]], Collection]] = {
+    "discovery": _discovery,
+    "seed_json": _seed_json,
+    "synthetic": _synthetic,
+    "beir": _beir,
+}
+
+
+def load_corpus(cfg: Mapping[str, Any]) -> Collection:
+    """Build the collection the ``corpus`` config section describes.
+
+    Examples
+    --------
+    >>> c = load_corpus({"name": "discovery"})
+    >>> len(c.documents), len(c.queries), len(c.principals)
+    (40, 24, 4)
+    """
+    name = cfg.get("name")
+    if name not in SOURCES:
+        known = ", ".join(sorted(SOURCES))
+        raise ArecallError(f"corpus.name: unknown corpus {name!r} (known: {known})")
+    return SOURCES[str(name)](cfg)

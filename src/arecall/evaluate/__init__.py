@@ -1,0 +1,1 @@
+"""Evaluating an external system's runs: authorized metrics over TREC runs, and run fusion."""

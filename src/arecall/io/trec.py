@@ -1,0 +1,813 @@
+"""TREC runs and qrels, and ranx-style dicts, as columnar arrays: read strictly, write atomically.
+
+Users bring the output of their own retrieval system as a TREC run (``qid Q0 docid rank score
+tag``) and their judgments as TREC qrels (``qid 0 docid rel``). Both are read into a CSR-like
+layout (one row per line, grouped by query, ``offsets`` delimiting the groups) so that evaluation
+is a handful of numpy passes instead of a Python loop per query.
+
+Conventions, stated because they move numbers:
+
+* **Order.** A run is ranked by score descending; the rank column is ignored, as trec_eval and
+  ranx ignore it. Equal scores are ordered by document id ascending (``ties="docid"``, arecall's
+  and the seed's convention) or by document id *descending* (``ties="trec_eval"``, what
+  trec_eval's ``comp_sim_docno`` does: ``strcmp(ptr2->docno, ptr1->docno)``). Ids compare by
+  code point, i.e. by their UTF-8 bytes, as ``strcmp`` does. ranx leaves tied scores in the
+  order of an unstable sort, so on tied runs its values are not defined by a convention at all.
+* **Strictness.** Every line must have exactly 6 (run) or 4 (qrels) whitespace-separated
+  fields; scores and ranks must be finite numbers; relevance must be an integer; a (qid, docid)
+  pair may appear once; blank lines are skipped. Anything else is an `ArecallError` naming the
+  file and line — never a silent repair.
+
+Speed: files are parsed by pyarrow's multithreaded CSV reader when they are single-space or
+single-tab separated, with a strict pure-Python reader as the fallback. Whenever the fast path
+meets anything unexpected (another separator, a blank line, a wrong field count, a value that is
+not a number), the file is re-read by the fallback, which names the first offending line; the
+fast path refuses blank lines, so when it succeeds row i is line i + 1 and the checks that come
+after parsing (NaN scores, duplicate pairs) name lines too.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from arecall.io.atomic import atomic_path
+from arecall.core.errors import ArecallError
+
+__all__ = [
+    "TIES",
+    "Qrels",
+    "Run",
+    "Ties",
+    "load_qrels",
+    "load_run",
+    "save_qrels",
+    "save_run",
+]
+
+Ties = Literal["docid", "trec_eval"]
+TIES: tuple[str, ...] = ("docid", "trec_eval")
+
+_RUN_FIELDS = "qid Q0 docid rank score tag"
+_QRELS_FIELDS = "qid 0 docid rel"
+
+
+# -- helpers over id vocabularies (pyarrow string arrays) ---------------------------------------
+
+
+def _as_strings(values: Any) -> pa.Array:
+    """A pyarrow string array from a sequence of str (or a pyarrow string array)."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if isinstance(values, pa.Array):
+        return values
+    return pa.array(list(values), type=pa.string())
+
+
+def index_in(values: pa.Array, vocabulary: pa.Array) -> np.ndarray:
+    """Position of each of ``values`` in ``vocabulary`` (whose entries are unique), -1 if absent.
+
+    Examples
+    --------
+    >>> index_in(pa.array(["b", "z"]), pa.array(["a", "b"])).tolist()
+    [1, -1]
+    """
+    if len(values) == 0:
+        return np.zeros(0, dtype=np.int64)
+    if len(vocabulary) == 0:
+        return np.full(len(values), -1, dtype=np.int64)
+    found = pc.index_in(values, value_set=vocabulary)
+    return np.asarray(pc.fill_null(found, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _string_ranks(vocabulary: pa.Array, codes: np.ndarray) -> np.ndarray:
+    """Rank (0-based, by code point) of ``vocabulary[codes]`` among the distinct ones given."""
+    uniq, inverse = np.unique(codes, return_inverse=True)
+    order = np.asarray(pc.sort_indices(vocabulary.take(pa.array(uniq))).to_numpy(), dtype=np.int64)
+    rank_of_uniq = np.empty(len(uniq), dtype=np.int64)
+    rank_of_uniq[order] = np.arange(len(uniq))
+    return rank_of_uniq[inverse.ravel()]
+
+
+def _encode(values: pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """Dictionary-encode strings: codes in first-appearance order and the distinct values."""
+    encoded = pc.dictionary_encode(values)
+    return np.asarray(encoded.indices.to_numpy(), dtype=np.int64), encoded.dictionary
+
+
+_WS = " \t\n\r\v\f"  # ASCII whitespace: what separates fields (as for C's isspace)
+
+
+def _check_id(value: str, what: str, where: str) -> None:
+    if not value or any(ch in _WS for ch in value):
+        raise ArecallError(f"{where}: {what} {value!r} must be non-empty and contain no whitespace")
+
+
+# -- the two containers --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Run:
+    """A ranked run: for each query, document ids best first with their scores.
+
+    Rows are grouped by query (``offsets[i]:offsets[i+1]`` are query ``query_ids[i]``'s results,
+    in rank order) and documents are codes into the ``doc_ids`` vocabulary. Build one with
+    `load_run`, `Run.from_dict` or `Run.from_rankings`; the order is fixed at construction.
+
+    Attributes
+    ----------
+    query_ids : pyarrow.StringArray
+        Distinct query ids, one per group.
+    offsets : ndarray of int64, shape (n_queries + 1,)
+    doc_codes : ndarray of int64, shape (n_rows,)
+    doc_ids : pyarrow.StringArray
+        Distinct document ids.
+    scores : ndarray of float64, shape (n_rows,)
+    name : str
+        The run tag written in the last TREC column.
+
+    Examples
+    --------
+    >>> run = Run.from_dict({"q1": {"a": 0.5, "b": 0.9, "c": 0.5}})
+    >>> run.ranking("q1")
+    ['b', 'a', 'c']
+    >>> run.to_dict()
+    {'q1': {'b': 0.9, 'a': 0.5, 'c': 0.5}}
+    """
+
+    query_ids: pa.Array
+    offsets: np.ndarray
+    doc_codes: np.ndarray
+    doc_ids: pa.Array
+    scores: np.ndarray
+    name: str = "arecall"
+
+    @property
+    def n_queries(self) -> int:
+        """Number of queries with at least one result."""
+        return len(self.query_ids)
+
+    @property
+    def depths(self) -> np.ndarray:
+        """Number of results per query, aligned with ``query_ids``."""
+        return np.diff(self.offsets)
+
+    def __len__(self) -> int:
+        return len(self.doc_codes)
+
+    def _group(self, query_id: str) -> int:
+        pos = int(index_in(pa.array([query_id], type=pa.string()), self.query_ids)[0])
+        return pos
+
+    def ranking(self, query_id: str) -> list[str]:
+        """The ranked document ids of one query (empty if the run lacks it)."""
+        g = self._group(query_id)
+        if g < 0:
+            return []
+        codes = self.doc_codes[self.offsets[g] : self.offsets[g + 1]]
+        return list(self.doc_ids.take(pa.array(codes)).to_pylist())
+
+    def to_dict(self) -> dict[str, dict[str, float]]:
+        """``{qid: {docid: score}}`` in rank order — the dict ranx's ``Run`` accepts."""
+        docs = self.doc_ids.take(pa.array(self.doc_codes)).to_pylist()
+        scores = self.scores.tolist()
+        out: dict[str, dict[str, float]] = {}
+        for g, qid in enumerate(self.query_ids.to_pylist()):
+            lo, hi = int(self.offsets[g]), int(self.offsets[g + 1])
+            out[qid] = dict(zip(docs[lo:hi], scores[lo:hi], strict=True))
+        return out
+
+    @classmethod
+    def from_dict(
+        cls, run: Mapping[str, Mapping[str, float]], *, name: str = "arecall", ties: Ties = "docid"
+    ) -> Run:
+        """Build from ``{qid: {docid: score}}`` (ranx's dict layout), ranked by score.
+
+        Queries with no results are dropped (a run cannot express them). A NaN or infinite
+        score is an `ArecallError`.
+
+        Examples
+        --------
+        >>> Run.from_dict({"q": {"x": 1.0, "y": 1.0}}, ties="trec_eval").ranking("q")
+        ['y', 'x']
+        """
+        qids: list[str] = []
+        docs: list[str] = []
+        scores: list[float] = []
+        for qid, results in run.items():
+            for doc, score in results.items():
+                qids.append(str(qid))
+                docs.append(str(doc))
+                scores.append(_dict_score(score, qid, doc))
+        return _build_run(
+            qids,
+            docs,
+            np.asarray(scores, dtype=np.float64),
+            name=name,
+            ties=ties,
+            where="run",
+            lines=None,
+        )
+
+    @classmethod
+    def from_rankings(cls, rankings: Mapping[str, Sequence[Any]], *, name: str = "arecall") -> Run:
+        """Build from ``{qid: [docid, ...]}`` or ``{qid: [(docid, score), ...]}``, best first.
+
+        The list order *is* the ranking. Without scores, the i-th of n items gets score n − i;
+        given scores must not increase down the list (else re-reading the saved run would
+        reorder it). A document listed twice for a query is an `ArecallError`.
+
+        Examples
+        --------
+        >>> Run.from_rankings({"q": ["b", "a"]}).to_dict()
+        {'q': {'b': 2.0, 'a': 1.0}}
+        """
+        qids: list[str] = []
+        docs: list[str] = []
+        scores: list[float] = []
+        for qid, ranked in rankings.items():
+            items = list(ranked)
+            seen: set[str] = set()
+            previous = math.inf
+            for i, item in enumerate(items):
+                if isinstance(item, tuple | list):
+                    if len(item) != 2:
+                        raise ArecallError(
+                            f"rankings[{qid!r}][{i}]: expected a doc id or (doc id, score), "
+                            f"got {item!r}"
+                        )
+                    doc, score = str(item[0]), _dict_score(item[1], qid, item[0])
+                    if score > previous:
+                        raise ArecallError(
+                            f"rankings[{qid!r}][{i}]: score {score!r} is higher than the one "
+                            "before it; a ranked list must be best first"
+                        )
+                    previous = score
+                else:
+                    doc, score = str(item), float(len(items) - i)
+                if doc in seen:
+                    raise ArecallError(f"rankings[{qid!r}][{i}]: document {doc!r} listed twice")
+                seen.add(doc)
+                qids.append(str(qid))
+                docs.append(doc)
+                scores.append(score)
+        return _build_run(
+            qids,
+            docs,
+            np.asarray(scores, dtype=np.float64),
+            name=name,
+            ties="docid",
+            where="rankings",
+            lines=None,
+            keep_order=True,
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class Qrels:
+    """Relevance judgments: for each query, judged document ids with integer relevance.
+
+    Same layout as `Run` (``offsets`` into ``doc_codes`` / ``relevance``). A document is
+    *relevant* when its relevance is at least 1 (ranx's and trec_eval's default level); 0 and
+    negative judgments are kept but are not relevant.
+
+    Examples
+    --------
+    >>> qrels = Qrels.from_dict({"q1": {"a": 2, "b": 0}})
+    >>> qrels.to_dict()
+    {'q1': {'a': 2, 'b': 0}}
+    """
+
+    query_ids: pa.Array
+    offsets: np.ndarray
+    doc_codes: np.ndarray
+    doc_ids: pa.Array
+    relevance: np.ndarray
+
+    @property
+    def n_queries(self) -> int:
+        """Number of judged queries."""
+        return len(self.query_ids)
+
+    def __len__(self) -> int:
+        return len(self.doc_codes)
+
+    def to_dict(self) -> dict[str, dict[str, int]]:
+        """``{qid: {docid: rel}}`` — the dict ranx's ``Qrels`` accepts."""
+        docs = self.doc_ids.take(pa.array(self.doc_codes)).to_pylist()
+        rels = self.relevance.tolist()
+        out: dict[str, dict[str, int]] = {}
+        for g, qid in enumerate(self.query_ids.to_pylist()):
+            lo, hi = int(self.offsets[g]), int(self.offsets[g + 1])
+            out[qid] = dict(zip(docs[lo:hi], rels[lo:hi], strict=True))
+        return out
+
+    @classmethod
+    def from_dict(cls, qrels: Mapping[str, Mapping[str, int]]) -> Qrels:
+        """Build from ``{qid: {docid: rel}}``; relevance must be an integer.
+
+        A query mapped to an empty dict is kept: it is judged, with nothing relevant.
+
+        Examples
+        --------
+        >>> Qrels.from_dict({"q": {"d": 1}, "empty": {}}).n_queries
+        2
+        """
+        qids: list[str] = []
+        docs: list[str] = []
+        rels: list[int] = []
+        empty: list[str] = []
+        for qid, judged in qrels.items():
+            if not judged:
+                empty.append(str(qid))
+            for doc, rel in judged.items():
+                if not _is_integer(rel):
+                    raise ArecallError(
+                        f"qrels[{qid!r}][{doc!r}]: relevance {rel!r} is not an integer"
+                    )
+                qids.append(str(qid))
+                docs.append(str(doc))
+                rels.append(int(rel))
+        return _build_qrels(
+            qids,
+            docs,
+            np.asarray(rels, dtype=np.int64),
+            where="qrels",
+            lines=None,
+            empty_queries=empty,
+        )
+
+
+def _is_integer(value: Any) -> bool:
+    if isinstance(value, bool | str | bytes):
+        return False
+    try:
+        return float(value).is_integer()
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+def _dict_score(score: Any, qid: Any, doc: Any) -> float:
+    try:
+        value = float(score)
+    except (TypeError, ValueError):
+        raise ArecallError(f"run[{qid!r}][{doc!r}]: score {score!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ArecallError(f"run[{qid!r}][{doc!r}]: score is {value!r}; scores must be finite")
+    return value
+
+
+# -- building: validation, ordering, grouping ------------------------------------------------------
+
+
+def _line(where: str, lines: np.ndarray | None, row: int) -> str:
+    """'FILE: line N' for a file row, or 'WHERE: row N' for in-memory input."""
+    if lines is None:
+        return f"{where}: row {row}"
+    return f"{where}: line {int(lines[row])}"
+
+
+def _codes(values: Any) -> tuple[np.ndarray, pa.Array]:
+    if isinstance(values, tuple):  # already (codes, vocabulary)
+        return values
+    return _encode(_as_strings(values))
+
+
+def _first_duplicate(q: np.ndarray, d: np.ndarray, n_docs: int) -> int | None:
+    """Row index of the first repeated (q, d) pair in row order, or None."""
+    key = q * max(n_docs, 1) + d
+    quick = np.sort(key)
+    if not (quick[1:] == quick[:-1]).any():
+        return None
+    order = np.argsort(key, kind="stable")
+    sk = key[order]
+    dup = np.flatnonzero(sk[1:] == sk[:-1])
+    if len(dup) == 0:
+        return None
+    # the later occurrence of each repeated pair; report the one earliest in the file
+    return int(order[dup + 1].min())
+
+
+def _tie_fix(
+    q: np.ndarray, s: np.ndarray, d: np.ndarray, vocab: pa.Array, perm: np.ndarray, ties: Ties
+) -> np.ndarray:
+    """Reorder rows of equal (query, score) by doc id; ``q, s, d`` are already permuted."""
+    same = (q[1:] == q[:-1]) & (s[1:] == s[:-1])
+    if not same.any():
+        return perm
+    in_tie = np.zeros(len(q), dtype=bool)
+    in_tie[:-1] |= same
+    in_tie[1:] |= same
+    group = np.cumsum(np.concatenate(([True], ~same)))
+    idx = np.flatnonzero(in_tie)
+    rank = _string_ranks(vocab, d[idx])
+    if ties == "trec_eval":
+        rank = -rank
+    sub = np.lexsort((rank, group[idx]))
+    perm = perm.copy()
+    perm[idx] = perm[idx][sub]
+    return perm
+
+
+def _build_run(
+    qids: Any,
+    docs: Any,
+    scores: np.ndarray,
+    *,
+    name: str,
+    ties: Ties,
+    where: str,
+    lines: np.ndarray | None,
+    keep_order: bool = False,
+) -> Run:
+    if ties not in TIES:
+        raise ArecallError(f"ties must be one of {', '.join(TIES)}, got {ties!r}")
+    q, qvocab = _codes(qids)
+    d, dvocab = _codes(docs)
+    if len(q) == 0:
+        at = f"{where}: line 1" if lines is not None else where
+        raise ArecallError(f"{at}: no results; expected lines '{_RUN_FIELDS}'")
+    bad = np.flatnonzero(~np.isfinite(scores))
+    if len(bad):
+        row = int(bad[0])
+        raise ArecallError(
+            f"{_line(where, lines, row)}: score is {float(scores[row])!r}; "
+            "scores must be finite numbers"
+        )
+    dup = _first_duplicate(q, d, len(dvocab))
+    if dup is not None:
+        doc = dvocab[int(d[dup])].as_py()
+        qid = qvocab[int(q[dup])].as_py()
+        raise ArecallError(
+            f"{_line(where, lines, dup)}: duplicate result: document {doc!r} "
+            f"appears more than once for query {qid!r}"
+        )
+    n = len(q)
+    grouped = bool(np.all(q[1:] >= q[:-1]))  # codes are in first-appearance order
+    if keep_order:
+        perm = np.arange(n) if grouped else np.argsort(q, kind="stable")
+    else:
+        ordered = grouped and bool(np.all((q[1:] != q[:-1]) | (scores[1:] <= scores[:-1])))
+        perm = np.arange(n) if ordered else np.lexsort((-scores, q))
+        perm = _tie_fix(q[perm], scores[perm], d[perm], dvocab, perm, ties)
+    q, d, scores = q[perm], d[perm], scores[perm]
+    counts = np.bincount(q, minlength=len(qvocab))
+    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    return Run(
+        query_ids=qvocab,
+        offsets=offsets,
+        doc_codes=d,
+        doc_ids=dvocab,
+        scores=np.ascontiguousarray(scores, dtype=np.float64),
+        name=name,
+    )
+
+
+def _build_qrels(
+    qids: Any,
+    docs: Any,
+    rels: np.ndarray,
+    *,
+    where: str,
+    lines: np.ndarray | None,
+    empty_queries: Sequence[str] = (),
+) -> Qrels:
+    q, qvocab = _codes(qids)
+    d, dvocab = _codes(docs)
+    if len(q) == 0 and not empty_queries:
+        at = f"{where}: line 1" if lines is not None else where
+        raise ArecallError(f"{at}: no judgments; expected lines '{_QRELS_FIELDS}'")
+    dup = _first_duplicate(q, d, len(dvocab))
+    if dup is not None:
+        doc = dvocab[int(d[dup])].as_py()
+        qid = qvocab[int(q[dup])].as_py()
+        raise ArecallError(
+            f"{_line(where, lines, dup)}: duplicate judgment: document {doc!r} "
+            f"is judged more than once for query {qid!r}"
+        )
+    if empty_queries:
+        known = set(qvocab.to_pylist())
+        extra = [e for e in dict.fromkeys(empty_queries) if e not in known]
+        qvocab = pa.concat_arrays([qvocab.cast(pa.string()), pa.array(extra, type=pa.string())])
+    perm = np.argsort(q, kind="stable")
+    q, d, rels = q[perm], d[perm], rels[perm]
+    counts = np.bincount(q, minlength=len(qvocab))
+    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    return Qrels(
+        query_ids=qvocab,
+        offsets=offsets,
+        doc_codes=d,
+        doc_ids=dvocab,
+        relevance=np.ascontiguousarray(rels, dtype=np.int64),
+    )
+
+
+# -- reading files ---------------------------------------------------------------------------------
+
+
+def _check_file(path: Path) -> None:
+    if not path.is_file():
+        raise ArecallError(f"{path}: file not found")
+
+
+def _sniff_delimiter(path: Path) -> str | None:
+    """' ' or '\\t' when the first line uses exactly that single separator, else None."""
+    with path.open("rb") as f:
+        first = f.readline().rstrip(b"\r\n")
+    for delim in (b" ", b"\t"):
+        parts = first.split(delim)
+        if len(parts) > 1 and all(p and not any(c in p for c in b" \t\r\v\f") for p in parts):
+            return delim.decode()
+    return None
+
+
+def _fast_table(path: Path, columns: dict[str, pa.DataType], n_fields: int) -> pa.Table | None:
+    """Parse with pyarrow when the layout allows it; None means 'use the strict reader'."""
+    delim = _sniff_delimiter(path)
+    if delim is None:
+        return None
+    names = [f"f{i}" for i in range(n_fields)]
+    try:
+        table = pacsv.read_csv(
+            path,
+            # blank lines are not skipped: they fail the parse, so on success row i is line i + 1
+            read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 24),
+            parse_options=pacsv.ParseOptions(
+                delimiter=delim,
+                quote_char=False,
+                double_quote=False,
+                escape_char=False,
+                newlines_in_values=False,
+                ignore_empty_lines=False,
+            ),
+            convert_options=pacsv.ConvertOptions(
+                column_types=columns,
+                null_values=[],
+                strings_can_be_null=False,
+                include_columns=list(columns),
+            ),
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError, ValueError, OSError):
+        return None
+    if any(table[c].null_count for c in columns):
+        return None
+    return table
+
+
+def _strict_lines(path: Path, n_fields: int, fields: str) -> Iterable[tuple[int, list[str]]]:
+    """Yield (line number, fields) for each non-blank line, enforcing the field count."""
+    with path.open("rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                parts = [field.decode("utf-8") for field in raw.split()]
+            except UnicodeDecodeError:
+                raise ArecallError(f"{path}: line {number}: not valid UTF-8") from None
+            if not parts:
+                continue
+            if len(parts) != n_fields:
+                raise ArecallError(
+                    f"{path}: line {number}: expected {n_fields} fields ({fields}), "
+                    f"found {len(parts)}"
+                )
+            yield number, parts
+
+
+def _number(text: str, what: str, path: Path, number: int) -> float:
+    try:
+        if "_" in text:
+            raise ValueError
+        value = float(text)
+    except ValueError:
+        raise ArecallError(f"{path}: line {number}: {what} {text!r} is not a number") from None
+    if not math.isfinite(value) and what != "score":
+        raise ArecallError(f"{path}: line {number}: {what} {text!r} must be a finite number")
+    return value
+
+
+def _first_tag(path: Path) -> str:
+    with path.open("rb") as f:
+        return f.readline().split()[5].decode("utf-8")
+
+
+def load_run(path: str | os.PathLike[str], *, ties: Ties = "docid", name: str | None = None) -> Run:
+    """Read a TREC run file (``qid Q0 docid rank score tag`` per line).
+
+    Parameters
+    ----------
+    path : path-like
+    ties : {"docid", "trec_eval"}
+        How equal scores are ordered: doc id ascending (default) or descending (trec_eval).
+    name : str, optional
+        Run name; defaults to the tag of the first line.
+
+    Returns
+    -------
+    Run
+
+    Raises
+    ------
+    ArecallError
+        On a missing or empty file, a line without 6 fields, a non-numeric rank or score, a
+        NaN or infinite score, or a repeated (qid, docid) pair — naming the file and line.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "run.trec"
+    >>> _ = p.write_text("q1 Q0 a 1 0.5 sys\\nq1 Q0 b 2 0.9 sys\\n")
+    >>> load_run(p).ranking("q1"), load_run(p).name
+    (['b', 'a'], 'sys')
+    """
+    p = Path(path)
+    _check_file(p)
+    where = str(p)
+    table = _fast_table(
+        p,
+        {
+            "f0": pa.string(),
+            "f2": pa.string(),
+            "f3": pa.float64(),
+            "f4": pa.float64(),
+        },
+        6,
+    )
+    if table is not None and table.num_rows and bool(pc.all(pc.is_finite(table["f3"])).as_py()):
+        return _build_run(
+            _encode(table["f0"].combine_chunks()),
+            _encode(table["f2"].combine_chunks()),
+            table["f4"].to_numpy(),
+            name=name if name is not None else _first_tag(p),
+            ties=ties,
+            where=where,
+            lines=np.arange(1, table.num_rows + 1),
+        )
+    qids: list[str] = []
+    docs: list[str] = []
+    scores: list[float] = []
+    lines: list[int] = []
+    tag = name
+    for number, parts in _strict_lines(p, 6, _RUN_FIELDS):
+        _number(parts[3], "rank", p, number)
+        scores.append(_number(parts[4], "score", p, number))
+        qids.append(parts[0])
+        docs.append(parts[2])
+        lines.append(number)
+        if tag is None:
+            tag = parts[5]
+    return _build_run(
+        qids,
+        docs,
+        np.asarray(scores, dtype=np.float64),
+        name=tag or "arecall",
+        ties=ties,
+        where=where,
+        lines=np.asarray(lines, dtype=np.int64),
+    )
+
+
+def load_qrels(path: str | os.PathLike[str]) -> Qrels:
+    """Read a TREC qrels file (``qid 0 docid rel`` per line; rel an integer).
+
+    Raises
+    ------
+    ArecallError
+        On a missing or empty file, a line without 4 fields, a non-integer relevance or a
+        repeated (qid, docid) pair — naming the file and line.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "qrels.txt"
+    >>> _ = p.write_text("q1 0 a 2\\nq1 0 b 0\\n")
+    >>> load_qrels(p).to_dict()
+    {'q1': {'a': 2, 'b': 0}}
+    """
+    p = Path(path)
+    _check_file(p)
+    where = str(p)
+    table = _fast_table(p, {"f0": pa.string(), "f2": pa.string(), "f3": pa.int64()}, 4)
+    if table is not None and table.num_rows:
+        return _build_qrels(
+            _encode(table["f0"].combine_chunks()),
+            _encode(table["f2"].combine_chunks()),
+            table["f3"].to_numpy(),
+            where=where,
+            lines=np.arange(1, table.num_rows + 1),
+        )
+    qids: list[str] = []
+    docs: list[str] = []
+    rels: list[int] = []
+    lines: list[int] = []
+    for number, parts in _strict_lines(p, 4, _QRELS_FIELDS):
+        try:
+            if "_" in parts[3]:
+                raise ValueError
+            rels.append(int(parts[3]))
+        except ValueError:
+            raise ArecallError(
+                f"{p}: line {number}: relevance {parts[3]!r} is not an integer"
+            ) from None
+        qids.append(parts[0])
+        docs.append(parts[2])
+        lines.append(number)
+    return _build_qrels(
+        qids,
+        docs,
+        np.asarray(rels, dtype=np.int64),
+        where=where,
+        lines=np.asarray(lines, dtype=np.int64),
+    )
+
+
+# -- writing files ---------------------------------------------------------------------------------
+
+
+def _check_ids(ids: pa.Array, what: str, where: str) -> None:
+    bad = pc.or_(pc.equal(pc.utf8_length(ids), 0), pc.match_substring_regex(ids, r"[ \t\n\r\v\f]"))
+    if len(ids) and pc.any(bad).as_py():
+        value = ids.filter(bad)[0].as_py()
+        _check_id(value, what, where)
+
+
+def _write_table(path: str | os.PathLike[str], columns: dict[str, Any]) -> None:
+    table = pa.table(columns)
+    with atomic_path(path) as tmp:
+        pacsv.write_csv(
+            table,
+            tmp,
+            write_options=pacsv.WriteOptions(
+                include_header=False, delimiter=" ", quoting_style="none"
+            ),
+        )
+
+
+def save_run(run: Run, path: str | os.PathLike[str], *, tag: str | None = None) -> None:
+    """Write ``run`` as a TREC run file, atomically; ranks are 1-based positions.
+
+    Scores are written in their shortest round-trip form, so `load_run` reads back the same
+    order — except where two scores are equal and the in-memory order was not the tie rule's
+    (possible only for a `Run.from_rankings` or a fused run).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "run.trec"
+    >>> save_run(Run.from_dict({"q": {"a": 1.5}}, name="bm25"), p)
+    >>> p.read_text()
+    'q Q0 a 1 1.5 bm25\\n'
+    """
+    where = str(path)
+    name = tag if tag is not None else run.name
+    _check_id(name, "run tag", where)
+    _check_ids(run.query_ids, "query id", where)
+    _check_ids(run.doc_ids, "document id", where)
+    depths = run.depths
+    qcodes = np.repeat(np.arange(run.n_queries), depths)
+    ranks = np.arange(len(run)) - np.repeat(run.offsets[:-1], depths) + 1
+    _write_table(
+        path,
+        {
+            "qid": run.query_ids.take(pa.array(qcodes)),
+            "q0": pa.array(np.full(len(run), "Q0", dtype=object), type=pa.string()),
+            "docid": run.doc_ids.take(pa.array(run.doc_codes)),
+            "rank": pa.array(ranks),
+            "score": pa.array(run.scores),
+            "tag": pa.array(np.full(len(run), name, dtype=object), type=pa.string()),
+        },
+    )
+
+
+def save_qrels(qrels: Qrels, path: str | os.PathLike[str]) -> None:
+    """Write ``qrels`` as a TREC qrels file (``qid 0 docid rel``), atomically.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "qrels.txt"
+    >>> save_qrels(Qrels.from_dict({"q": {"a": 1}}), p)
+    >>> p.read_text()
+    'q 0 a 1\\n'
+    """
+    where = str(path)
+    _check_ids(qrels.query_ids, "query id", where)
+    _check_ids(qrels.doc_ids, "document id", where)
+    counts = np.diff(qrels.offsets)
+    qcodes = np.repeat(np.arange(qrels.n_queries), counts)
+    _write_table(
+        path,
+        {
+            "qid": qrels.query_ids.take(pa.array(qcodes)),
+            "iter": pa.array(np.zeros(len(qrels), dtype=np.int64)),
+            "docid": qrels.doc_ids.take(pa.array(qrels.doc_codes)),
+            "rel": pa.array(qrels.relevance),
+        },
+    )

@@ -1,6 +1,0 @@
-"""DVC stage `rank`: fit the retriever and rank every query."""
-
-from arecall.stages import run_stage
-
-if __name__ == "__main__":
-    raise SystemExit(run_stage("rank"))

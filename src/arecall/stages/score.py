@@ -1,6 +1,0 @@
-"""DVC stage `score`: every metric for every query-principal pair, K and placement."""
-
-from arecall.stages import run_stage
-
-if __name__ == "__main__":
-    raise SystemExit(run_stage("score"))

@@ -1,6 +1,0 @@
-"""DVC stage `track`: log this execution to MLflow (runs on every dvc repro)."""
-
-from arecall.stages import run_stage
-
-if __name__ == "__main__":
-    raise SystemExit(run_stage("track"))
