@@ -29,14 +29,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from seed_reference import seed_reference
 
-from arecall.pipeline.config import default_config, ks_of
-from arecall.data.sources import load_corpus
-from arecall.pipeline.run import STAGES
 from arecall.core.placement import place_all
-from arecall.data.authorization import apply_profiles
 from arecall.core.ranking import rank_queries
-from arecall.retrievers import make_retriever
 from arecall.core.scoring import SEED_K_KEYS, score_pairs, summarise
+from arecall.data.authorization import apply_profiles
+from arecall.data.sources import load_corpus
+from arecall.pipeline.config import default_config, ks_of
+from arecall.pipeline.run import STAGES
+from arecall.retrievers import make_retriever
 
 COMPARED = tuple(k for k in SEED_K_KEYS if not k.startswith("gap"))  # gaps follow
 
@@ -107,7 +107,9 @@ def bench_seed(args: argparse.Namespace) -> None:
 def _run_stage(name: str, cwd: Path) -> tuple[float, float]:
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", f"arecall.pipeline.stages.{name}"], cwd=cwd, stdout=subprocess.DEVNULL
+        [sys.executable, "-m", f"arecall.pipeline.stages.{name}"],
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
     )
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)

@@ -2,8 +2,8 @@
 
 Of what a retrieval system returns, how much may the person who asked actually use? The public
 API is the per-list metrics and placements (predicates are ``Callable[[str], bool]``); the
-vectorised all-pairs versions live in `arecall.core.placement` and `arecall.core.scoring`, the pipeline in
-`arecall.pipeline.run`.
+vectorised all-pairs versions live in `arecall.core.placement` and `arecall.core.scoring`, the
+pipeline in `arecall.pipeline`.
 
 Examples
 --------

@@ -10,9 +10,8 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
 
-from arecall.core.errors import ArecallError
+from arecall.core.errors import ArecallError, print_error
 
 __all__ = ["main"]
 
@@ -26,70 +25,10 @@ commands:
 """
 
 
-def _fail(message: str) -> int:
-    print(f"arecall: error: {message}", file=sys.stderr)
-    return 2
-
-
 def _run(argv: Sequence[str]) -> int:
-    import hydra
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import DictConfig, OmegaConf
+    from arecall.cli.run import run_main
 
-    from arecall.pipeline.config import CONF_DIR
-    from arecall.pipeline.run import Layout, run_all
-
-    root = os.getcwd()
-
-    @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
-    def task(cfg: DictConfig) -> float | None:
-        config: Any = OmegaConf.to_container(cfg, resolve=True)
-        layout = Layout.run(HydraConfig.get().runtime.output_dir)
-        try:
-            result = run_all(config, layout)
-            if config["tracking"].get("enabled", True):
-                from arecall.pipeline.tracking import log_run
-
-                log_run(
-                    config,
-                    layout.report_files(),
-                    vector=result.get("vector"),
-                    root=root,
-                    run_name=HydraConfig.get().job.override_dirname or "defaults",
-                    tags={"arecall.entry": "arecall run"},
-                )
-        except ArecallError as exc:
-            sys.exit(_fail(str(exc)))
-        print(result["tables"])
-        if "metrics" not in result:
-            return None
-        k_max = list(result["metrics"]["k"])[-1]
-        value = result["metrics"]["k"][k_max]["arecall_pre_nonempty"]
-        return None if value is None else float(value)
-
-    _check_group_choices(argv, CONF_DIR)
-    sys.argv = ["arecall run", *argv]
-    task()
-    return 0
-
-
-def _check_group_choices(argv: Sequence[str], conf_dir: Any) -> None:
-    """Refuse ``group=option`` overrides naming no config file, in one line, before Hydra does.
-
-    Hydra's own message for this spans a dozen lines; the check is the same (the option's YAML
-    file must exist), only the message is shorter. Sweeps (``a,b``) check each choice.
-    """
-    for arg in argv:
-        key, sep, value = arg.partition("=")
-        if not sep or "." in key or key.startswith(("+", "~", "-", "hydra")):
-            continue
-        group = conf_dir / key
-        if not group.is_dir():
-            continue
-        for option in value.split(","):
-            if not (group / f"{option}.yaml").is_file():
-                known = ", ".join(sorted(p.stem for p in group.glob("*.yaml")))
-                raise ArecallError(f"{key}={option}: no such {key} config (known: {known})")
+    return run_main(argv)
 
 
 def _readme(argv: Sequence[str]) -> int:
@@ -98,7 +37,9 @@ def _readme(argv: Sequence[str]) -> int:
     check = "--check" in argv
     agreed = sync_readme(check=check)
     if check and not agreed:
-        return _fail("README.md: the tables differ from reports/tables.md; run `arecall readme`")
+        return print_error(
+            "README.md: the tables differ from reports/tables.md; run `arecall readme`"
+        )
     return 0
 
 
@@ -131,11 +72,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0 if args else 2
     command, rest = args[0], args[1:]
     if command not in COMMANDS:
-        return _fail(f"unknown command {command!r}\n{USAGE}")
+        print_error(f"unknown command {command!r}")
+        print(USAGE, end="", file=sys.stderr)
+        return 2
     try:
         return COMMANDS[command](rest)
     except ArecallError as exc:
-        return _fail(str(exc))
+        return print_error(exc)
 
 
 if __name__ == "__main__":

@@ -21,10 +21,10 @@ from typing import Any, NoReturn
 
 import pandas as pd
 
-from arecall.io.atomic import write_text
-from arecall.core.errors import ArecallError
+from arecall.core.errors import ArecallError, print_error
 from arecall.evaluate.evaluation import PLACEMENTS, Evaluation, compare, evaluate, parse_ks
 from arecall.evaluate.fusion import DEFAULT_SMOOTHING, fuse_runs, reorderings_on_reload
+from arecall.io.atomic import write_text
 from arecall.io.trec import TIES, load_run, save_run
 
 __all__ = ["evaluate_main", "fuse_main", "log_to_mlflow"]
@@ -51,8 +51,7 @@ def _guard(main: Callable[[list[str]], int], argv: Sequence[str]) -> int:
     try:
         return main(list(argv))
     except ArecallError as exc:
-        print(f"arecall: error: {exc}", file=sys.stderr)
-        return 2
+        return print_error(exc)
     except SystemExit as exc:  # --help / --version
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
 

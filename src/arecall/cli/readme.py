@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from arecall.io.atomic import write_text
 from arecall.core.errors import ArecallError
+from arecall.io.atomic import write_text
 
 __all__ = ["BLOCKS", "markers", "sync_readme"]
 

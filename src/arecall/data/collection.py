@@ -1,9 +1,9 @@
 """The one in-memory and on-disk shape every corpus source is turned into.
 
 A `Collection` is five tables: documents, queries, qrels, principals and the ACL (which
-principal may use which document). Sources (`arecall.data.sources`) produce it; authorization models
-(`arecall.data.authorization`) rewrite its ACL; retrievers and scoring read it as sparse matrices. Document
-rows are kept sorted by id so that a row index breaks score ties exactly as the seed does (by
+principal may use which document). Sources (`arecall.data.sources`) produce it; authorization
+models (`arecall.data.authorization`) rewrite its ACL; retrievers and scoring read it as sparse
+matrices. Document rows are kept sorted by id so that a row index breaks score ties exactly as the seed does (by
 ascending id). On disk it is a directory of Parquet files: columnar, typed, never pickled.
 """
 
@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from arecall.io.atomic import write_parquet
 from arecall.core.errors import ArecallError
+from arecall.io.atomic import write_parquet
 
 __all__ = ["TABLES", "Collection"]
 

@@ -1,8 +1,9 @@
 """The prove stage: the seed's claims, checked on every run.
 
 Two kinds of check. *Property claims* run Hypothesis over random rankings, K and predicates
-against both the per-list definitions (`arecall.core.measures`, `arecall.core.placement`) and the batch code
-the pipeline actually used (`arecall.core.placement.place_all`, `arecall.core.scoring.score_pairs`).
+against both the per-list definitions (`arecall.core.measures`, `arecall.core.placement`) and the
+batch code the pipeline actually used (`arecall.core.placement.place_all`,
+`arecall.core.scoring.score_pairs`).
 *Data claims* check the run's own lists and scores for every query-principal pair and K.
 Hypothesis runs derandomized with no example database, so the same code checks the same examples
 and ``proof.json`` is byte-identical between runs. A failed claim names its counterexample.

@@ -20,9 +20,9 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 
+from arecall.core.scoring import SUMMARY_K_KEYS
 from arecall.pipeline.config import flatten
 from arecall.pipeline.report import main_table, restricted_table
-from arecall.core.scoring import SUMMARY_K_KEYS
 
 __all__ = ["METRIC_KEYS", "PARENT_ENV", "SweepCallback", "log_run", "store_lock", "tracking_uri"]
 

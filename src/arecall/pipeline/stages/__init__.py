@@ -1,50 +1,39 @@
-"""DVC stage entry points: one thin module per stage (``python -m arecall.pipeline.stages.<name>``).
+"""The pipeline's stages, one module each, with their bodies: generate → rank → filter → score →
+prove → report (then track; vectors is the filtered-vector-search experiment).
 
-Each reads ``params.yaml`` once, calls the stage function of `arecall.pipeline.run` on the
-repository layout, and turns a user error into one line on stderr with exit status 2.
+Each module holds the stage function (``cfg, layout -> result``) that ``arecall run`` calls
+in-process, and a ``__main__`` block that DVC runs (``python -m arecall.pipeline.stages.<name>``):
+read ``params.yaml`` once, run the function on the repository layout, turn a user error into one
+line. A stage's DVC deps are its module and what it imports, so a code change reruns exactly the
+stages it can affect.
 """
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from arecall.core.errors import ArecallError
+from arecall.core.errors import ArecallError, print_error
+from arecall.pipeline.layout import Layout
 
 __all__ = ["run_stage"]
 
+Stage = Callable[[Mapping[str, Any], Layout], Any]
 
-def run_stage(name: str) -> int:
-    """Run pipeline stage ``name`` (or ``track``) as DVC does; return the exit status."""
+
+def run_stage(stage: Stage, show: Callable[[Any, Layout], None] | None = None) -> int:
+    """Run ``stage`` as DVC does, on params.yaml and the repository layout; return the exit status.
+
+    ``show`` prints the stage's result for the console (e.g. the tables); user errors are one
+    line and exit status 2.
+    """
     from arecall.pipeline.config import load_params
-    from arecall.pipeline.run import STAGES, Layout
 
     try:
-        cfg = load_params("params.yaml")
         layout = Layout.dvc()
-        if name == "vectors":
-            from arecall.pipeline.config import default_config
-            from arecall.pipeline.run import vector_search
-
-            table = vector_search(default_config(["corpus=vectors", "index=hnsw"]), layout)
-            print(layout.vector_table.read_text(encoding="utf-8"))
-            print(table[["selectivity", "mode", "qps"]].to_string(index=False))
-            return 0
-        if name == "track":
-            if cfg["tracking"].get("enabled", True):
-                from arecall.pipeline.tracking import log_run
-
-                run_id = log_run(
-                    cfg,
-                    layout.report_files(),
-                    run_name="dvc-repro",
-                    tags={"arecall.entry": "dvc repro"},
-                )
-                print(f"mlflow run {run_id}")
-        else:
-            STAGES[name](cfg, layout)
-            if name == "report":
-                print(layout.tables.read_text(encoding="utf-8"))
+        result = stage(load_params("params.yaml"), layout)
+        if show is not None:
+            show(result, layout)
     except ArecallError as exc:
-        print(f"arecall: error: {exc}", file=sys.stderr)
-        return 2
+        return print_error(exc)
     return 0

@@ -1,6 +1,27 @@
-"""DVC stage `filter`: apply the post and pre placements for every principal."""
+"""Stage `filter`: both placements (post and pre) for every principal and query at the largest K."""
 
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from arecall.core.placement import PlacedLists, place_all
+from arecall.core.ranking import Ranking
+from arecall.data.collection import Collection
+from arecall.pipeline.config import ks_of
+from arecall.pipeline.layout import Layout
 from arecall.pipeline.stages import run_stage
 
+__all__ = ["filter_lists"]
+
+
+def filter_lists(cfg: Mapping[str, Any], layout: Layout) -> PlacedLists:
+    """Apply both placements for every principal and query at the largest K."""
+    collection = Collection.load(layout.corpus)
+    lists = place_all(Ranking.load(layout.ranking), collection.acl_matrix(), max(ks_of(cfg)))
+    lists.save(layout.lists)
+    return lists
+
+
 if __name__ == "__main__":
-    raise SystemExit(run_stage("filter"))
+    raise SystemExit(run_stage(filter_lists))

@@ -1,6 +1,46 @@
-"""DVC stage `prove`: check the seed's claims on random inputs and on this run."""
+"""Stage `prove`: the seed's claims (a property search) and this run's own lists, checked."""
 
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from arecall.core.errors import ArecallError
+from arecall.core.placement import PlacedLists
+from arecall.io.atomic import write_json
+from arecall.pipeline.layout import Layout
+from arecall.pipeline.proof import check_properties, check_run, failures
 from arecall.pipeline.stages import run_stage
+from arecall.pipeline.stages.score import pair_scores
+
+__all__ = ["prove"]
+
+
+def prove(cfg: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
+    """Check the seed's claims (Hypothesis) and this run's own lists; fail on a counterexample."""
+    pcfg = cfg["evaluation"].get("proof") or {}
+    collection, scores = pair_scores(cfg, layout)
+    lists = PlacedLists.load(layout.lists)
+    results = check_properties(int(pcfg.get("max_examples", 200)))
+    results += check_run(
+        lists,
+        scores,
+        collection.acl_matrix(),
+        query_ids=collection.query_ids,
+        principals=collection.principal_names,
+        doc_ids=collection.doc_ids,
+    )
+    failed = failures(results)
+    if failed:
+        first = failed[0]
+        raise ArecallError(
+            f"prove: claim {first.claim!r} ({first.statement}) fails: "
+            f"counterexample {first.counterexample}"
+        )
+    proof = {"passed": True, "claims": [r.as_dict() for r in results]}
+    write_json(layout.proof, proof)
+    return proof
+
 
 if __name__ == "__main__":
-    raise SystemExit(run_stage("prove"))
+    raise SystemExit(run_stage(prove))

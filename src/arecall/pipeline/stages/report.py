@@ -1,6 +1,52 @@
-"""DVC stage `report`: render the tables and the ARecall@K curve."""
+"""Stage `report`: the Markdown tables, the ARecall@K curve's CSV and its PNG."""
 
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from arecall.io.atomic import write_text, write_with
+from arecall.pipeline.layout import Layout
+from arecall.pipeline.report import curve_frame, render_tables
 from arecall.pipeline.stages import run_stage
 
+__all__ = ["report"]
+
+
+def report(cfg: Mapping[str, Any], layout: Layout) -> str:
+    """Write the Markdown tables, the curve's CSV and its PNG."""
+    metrics = json.loads(layout.metrics.read_text(encoding="utf-8"))
+    tables = render_tables(metrics, cfg)
+    write_text(layout.tables, tables)
+    curve = curve_frame(metrics)
+    write_with(layout.curve, lambda tmp: curve.to_csv(tmp, index=False, lineterminator="\n"))
+    write_with(layout.plot, lambda tmp: _plot(curve, tmp))
+    return tables
+
+
+def _plot(curve: pd.DataFrame, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    ax.plot(curve["k"], curve["arecall_pre"], marker="o", label="ARecall@K, pre (filter first)")
+    ax.plot(curve["k"], curve["arecall_post"], marker="s", label="ARecall@K, post (top-K first)")
+    ax.plot(curve["k"], curve["recall"], linestyle="--", color="grey", label="Recall@K (blind)")
+    ax.set_xlabel("K")
+    ax.set_ylabel("mean over query-principal pairs")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, format="png", metadata={"Software": None})
+    plt.close(fig)
+
+
 if __name__ == "__main__":
-    raise SystemExit(run_stage("report"))
+    raise SystemExit(run_stage(report, show=lambda tables, layout: print(tables)))
