@@ -156,7 +156,7 @@ BAD = {
     "run: non-numeric rank": (
         "run.trec",
         RUN.replace("x 2", "x two"),
-        "run.trec: line 2: rank 'two' is not a number",
+        "run.trec: line 2: rank 'two' is not an integer",
     ),
     "run: NaN score": ("run.trec", RUN.replace("0.7", "NaN"), "run.trec: line 3: score is nan"),
     "run: duplicate pair": (

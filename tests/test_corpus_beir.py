@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from arecall.pipeline.config import default_config
+from arecall.core.errors import ArecallError
 from arecall.data.sources import load_corpus
 from arecall.data.sources.beir import read_beir, read_qrels
-from arecall.core.errors import ArecallError
+from arecall.pipeline.config import default_config
 from arecall.pipeline.run import run_in_memory
+
+from conftest import assert_proved_on_every_pair
 
 DOCS = [
     {"_id": "d3", "title": "Chromatography", "text": "column peak resolution"},
@@ -164,10 +166,14 @@ def _bad_line(fn, *args, **kwargs) -> str:
         ({"qrels": QRELS + "q7\td1\t1\n"}, "test.tsv: line 7: 'q7' is not a query id"),
         ({"qrels": QRELS + "q1\td7\t0\n"}, "test.tsv: line 7: 'd7' is not a document id"),
         ({"qrels": QRELS + "q1\td1\n"}, "test.tsv: line 7: expected 3 tab-separated fields"),
-        ({"qrels": QRELS + "q1\td1\thigh\n"}, "test.tsv: line 7: score 'high' is not a number"),
+        (
+            {"qrels": QRELS + "q1\td1\thigh\n"},
+            "test.tsv: line 7: relevance 'high' is not an integer",
+        ),
         (
             {"qrels": QRELS + "q1\td3\t1\n"},
-            "test.tsv: line 7: query 'q1' and document 'd3' are judged twice (first at line 2)",
+            "test.tsv: line 7: duplicate judgment: document 'd3' is judged more than once for "
+            "query 'q1' (first at line 2)",
         ),
         (
             {"qrels": "q1 0 d3 1\nq1 0 d1\n"},
@@ -226,7 +232,7 @@ def test_the_pipeline_runs_end_to_end_on_beir(beir_dir):
         "evaluation.proof.max_examples=5",
     ]
     out = run_in_memory(default_config(overrides))
-    assert out["proof"]["passed"]
+    assert_proved_on_every_pair(out)
     m = out["metrics"]
     assert (m["datasets"], m["queries"], m["profiles"]) == (4, 3, 3)
     assert m["mrr"] == 1.0

@@ -101,7 +101,8 @@ RUN_ERRORS = {
     "wrong column count": ("q1 Q0 a 1 0.5 t\nq1 Q0 b 2 0.4\n", 2, "expected 6 fields"),
     "too many columns": ("q1 Q0 a 1 0.5 t\nq1 Q0 b 2 0.4 t x\n", 2, "expected 6 fields"),
     "non-numeric score": ("q1 Q0 a 1 0.5 t\nq1 Q0 b 2 high t\n", 2, "score 'high' is not"),
-    "non-numeric rank": ("q1 Q0 a one 0.5 t\n", 1, "rank 'one' is not a number"),
+    "non-numeric rank": ("q1 Q0 a one 0.5 t\n", 1, "rank 'one' is not an integer"),
+    "fractional rank": ("q1 Q0 a 1 0.5 t\nq1 Q0 b 2.5 0.4 t\n", 2, "rank '2.5' is not an integer"),
     "NaN score": ("q1 Q0 a 1 0.5 t\nq1 Q0 b 2 nan t\n", 2, "score is nan"),
     "infinite score": ("q1 Q0 a 1 inf t\n", 1, "score is inf"),
     "duplicate pair": (
@@ -134,6 +135,12 @@ QRELS_ERRORS = {
     "wrong column count": ("q1 0 a 1\nq1 0 b\n", 2, "expected 4 fields"),
     "non-numeric relevance": ("q1 0 a high\n", 1, "relevance 'high' is not an integer"),
     "fractional relevance": ("q1 0 a 1\nq1 0 b 0.5\n", 2, "relevance '0.5' is not an integer"),
+    "relevance 1.5": ("q1 0 a 1\nq1 0 b 1.5\n", 2, "relevance '1.5' is not an integer"),
+    "BEIR relevance 1.5": (
+        "query-id\tcorpus-id\tscore\nq1\ta\t1.5\n",
+        2,
+        "relevance '1.5' is not an integer",
+    ),
     "duplicate pair": ("q1 0 a 1\nq1 0 a 0\n", 2, "judged more than once"),
     "empty file": ("", 1, "no judgments"),
 }

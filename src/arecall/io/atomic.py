@@ -1,7 +1,9 @@
 """Write-then-rename, so a failed stage never leaves a half-written artifact behind.
 
 DVC accepts whatever sits at an output path when a stage exits 0, and a reader of reports/ should
-never see a truncated file; every artifact arecall writes goes through these helpers.
+never see a truncated file; every artifact arecall writes goes through these helpers. The file
+ends with the mode a plain ``open(path, "w")`` would give (``0o666`` less the umask), not the
+``0o600`` of the temporary file it was written as.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
 import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,7 +20,41 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["atomic_path", "write_json", "write_npz", "write_parquet", "write_text", "write_with"]
+__all__ = [
+    "atomic_path",
+    "current_umask",
+    "write_json",
+    "write_npz",
+    "write_parquet",
+    "write_text",
+    "write_with",
+]
+
+_UMASK_LOCK = threading.Lock()
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it where the OS allows.
+
+    Linux reports it in ``/proc/self/status``; elsewhere it is read by setting and restoring it
+    under a lock (``os.umask`` is the only portable way, and it briefly changes the mask).
+
+    Examples
+    --------
+    >>> 0 <= current_umask() <= 0o777
+    True
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _UMASK_LOCK:
+        mask = os.umask(0o077)
+        os.umask(mask)
+    return mask
 
 
 @contextmanager
@@ -40,6 +77,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     tmp = Path(name)
     try:
         yield tmp
+        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp made it 0600
         os.replace(tmp, target)
     finally:
         if tmp.exists():

@@ -1,9 +1,11 @@
-"""TREC runs and qrels, and ranx-style dicts, as columnar arrays: read strictly, write atomically.
+"""TREC runs and qrels (TREC and BEIR layouts), and ranx-style dicts, as columnar arrays.
 
 Users bring the output of their own retrieval system as a TREC run (``qid Q0 docid rank score
-tag``) and their judgments as TREC qrels (``qid 0 docid rel``). Both are read into a CSR-like
-layout (one row per line, grouped by query, ``offsets`` delimiting the groups) so that evaluation
-is a handful of numpy passes instead of a Python loop per query.
+tag``) and their judgments as TREC qrels (``qid 0 docid rel``) or BEIR qrels
+(``query-id<TAB>corpus-id<TAB>score`` with a header). They are read into a CSR-like layout (one
+row per line, grouped by query, ``offsets`` delimiting the groups) so that evaluation is a
+handful of numpy passes instead of a Python loop per query. This is the one reader of each of
+these formats: ``arecall evaluate``, ``arecall fuse`` and the BEIR corpus source all use it.
 
 Conventions, stated because they move numbers:
 
@@ -13,24 +15,25 @@ Conventions, stated because they move numbers:
   trec_eval's ``comp_sim_docno`` does: ``strcmp(ptr2->docno, ptr1->docno)``). Ids compare by
   code point, i.e. by their UTF-8 bytes, as ``strcmp`` does. ranx leaves tied scores in the
   order of an unstable sort, so on tied runs its values are not defined by a convention at all.
-* **Strictness.** Every line must have exactly 6 (run) or 4 (qrels) whitespace-separated
-  fields; scores and ranks must be finite numbers; relevance must be an integer; a (qid, docid)
-  pair may appear once; blank lines are skipped. Anything else is an `ArecallError` naming the
-  file and line — never a silent repair.
+* **Strictness.** Every line must have exactly 6 (run) or 4 (TREC qrels) whitespace-separated
+  fields, or 3 tab-separated ones (BEIR qrels); ranks and relevance must be integers; scores
+  must be finite numbers; a (qid, docid) pair may appear once. Anything else is an
+  `ArecallError` naming the file and line — never a silent repair.
+* **Text.** Read by `arecall.io.text`: gzip, a UTF-8 BOM, CRLF and blank lines are accepted;
+  these formats have no comment lines, and only BEIR qrels have a header (`QRELS_HEADERS`).
 
-Speed: files are parsed by pyarrow's multithreaded CSV reader when they are single-space or
-single-tab separated, with a strict pure-Python reader as the fallback. Whenever the fast path
-meets anything unexpected (another separator, a blank line, a wrong field count, a value that is
-not a number), the file is re-read by the fallback, which names the first offending line; the
-fast path refuses blank lines, so when it succeeds row i is line i + 1 and the checks that come
-after parsing (NaN scores, duplicate pairs) name lines too.
+Speed: files are parsed by pyarrow's multithreaded CSV reader (`arecall.io.text.fast_table`)
+when they are single-space or single-tab separated, with the strict pure-Python reader as the
+fallback. Whenever the fast path meets anything unexpected, the file is re-read by the fallback,
+which names the first offending line; when the fast path succeeds row i is line i + 1 (+ 1 for a
+header), so the checks that come after parsing (NaN scores, duplicate pairs) name lines too.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -40,16 +43,24 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from arecall.io.atomic import atomic_path
 from arecall.core.errors import ArecallError
+from arecall.core.ragged import offsets, positions_in_groups
+from arecall.io.atomic import atomic_path
+from arecall.io.ids import as_strings, encode, index_in
+from arecall.io.text import Separator, check_file, fast_table, fields
+from arecall.io.text import lines as text_lines
 
 __all__ = [
+    "QRELS_HEADERS",
     "TIES",
+    "Judgments",
     "Qrels",
     "Run",
     "Ties",
+    "index_in",
     "load_qrels",
     "load_run",
+    "read_judgments",
     "save_qrels",
     "save_run",
 ]
@@ -59,34 +70,10 @@ TIES: tuple[str, ...] = ("docid", "trec_eval")
 
 _RUN_FIELDS = "qid Q0 docid rank score tag"
 _QRELS_FIELDS = "qid 0 docid rel"
+_BEIR_FIELDS = "query-id<TAB>corpus-id<TAB>score"
 
 
 # -- helpers over id vocabularies (pyarrow string arrays) ---------------------------------------
-
-
-def _as_strings(values: Any) -> pa.Array:
-    """A pyarrow string array from a sequence of str (or a pyarrow string array)."""
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
-    if isinstance(values, pa.Array):
-        return values
-    return pa.array(list(values), type=pa.string())
-
-
-def index_in(values: pa.Array, vocabulary: pa.Array) -> np.ndarray:
-    """Position of each of ``values`` in ``vocabulary`` (whose entries are unique), -1 if absent.
-
-    Examples
-    --------
-    >>> index_in(pa.array(["b", "z"]), pa.array(["a", "b"])).tolist()
-    [1, -1]
-    """
-    if len(values) == 0:
-        return np.zeros(0, dtype=np.int64)
-    if len(vocabulary) == 0:
-        return np.full(len(values), -1, dtype=np.int64)
-    found = pc.index_in(values, value_set=vocabulary)
-    return np.asarray(pc.fill_null(found, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 def _string_ranks(vocabulary: pa.Array, codes: np.ndarray) -> np.ndarray:
@@ -96,12 +83,6 @@ def _string_ranks(vocabulary: pa.Array, codes: np.ndarray) -> np.ndarray:
     rank_of_uniq = np.empty(len(uniq), dtype=np.int64)
     rank_of_uniq[order] = np.arange(len(uniq))
     return rank_of_uniq[inverse.ravel()]
-
-
-def _encode(values: pa.Array) -> tuple[np.ndarray, pa.Array]:
-    """Dictionary-encode strings: codes in first-appearance order and the distinct values."""
-    encoded = pc.dictionary_encode(values)
-    return np.asarray(encoded.indices.to_numpy(), dtype=np.int64), encoded.dictionary
 
 
 _WS = " \t\n\r\v\f"  # ASCII whitespace: what separates fields (as for C's isspace)
@@ -379,7 +360,7 @@ def _line(where: str, lines: np.ndarray | None, row: int) -> str:
 def _codes(values: Any) -> tuple[np.ndarray, pa.Array]:
     if isinstance(values, tuple):  # already (codes, vocabulary)
         return values
-    return _encode(_as_strings(values))
+    return encode(values)
 
 
 def _first_duplicate(q: np.ndarray, d: np.ndarray, n_docs: int) -> int | None:
@@ -395,6 +376,29 @@ def _first_duplicate(q: np.ndarray, d: np.ndarray, n_docs: int) -> int | None:
         return None
     # the later occurrence of each repeated pair; report the one earliest in the file
     return int(order[dup + 1].min())
+
+
+def _raise_duplicate(
+    q: np.ndarray,
+    d: np.ndarray,
+    vocabularies: tuple[pa.Array, pa.Array],
+    lines: np.ndarray | None,
+    where: str,
+    what: str,
+) -> None:
+    """An `ArecallError` naming the first repeated (query, document) pair, if there is one."""
+    qvocab, dvocab = vocabularies
+    dup = _first_duplicate(q, d, len(dvocab))
+    if dup is None:
+        return
+    first = int(np.flatnonzero((q == q[dup]) & (d == d[dup]))[0])
+    doc, qid = dvocab[int(d[dup])].as_py(), qvocab[int(q[dup])].as_py()
+    again = "appears more than once for" if what == "result" else "is judged more than once for"
+    also = f" (first at line {int(lines[first])})" if lines is not None else ""
+    raise ArecallError(
+        f"{_line(where, lines, dup)}: duplicate {what}: document {doc!r} {again} "
+        f"query {qid!r}{also}"
+    )
 
 
 def _tie_fix(
@@ -443,14 +447,7 @@ def _build_run(
             f"{_line(where, lines, row)}: score is {float(scores[row])!r}; "
             "scores must be finite numbers"
         )
-    dup = _first_duplicate(q, d, len(dvocab))
-    if dup is not None:
-        doc = dvocab[int(d[dup])].as_py()
-        qid = qvocab[int(q[dup])].as_py()
-        raise ArecallError(
-            f"{_line(where, lines, dup)}: duplicate result: document {doc!r} "
-            f"appears more than once for query {qid!r}"
-        )
+    _raise_duplicate(q, d, (qvocab, dvocab), lines, where, "result")
     n = len(q)
     grouped = bool(np.all(q[1:] >= q[:-1]))  # codes are in first-appearance order
     if keep_order:
@@ -461,10 +458,9 @@ def _build_run(
         perm = _tie_fix(q[perm], scores[perm], d[perm], dvocab, perm, ties)
     q, d, scores = q[perm], d[perm], scores[perm]
     counts = np.bincount(q, minlength=len(qvocab))
-    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
     return Run(
         query_ids=qvocab,
-        offsets=offsets,
+        offsets=offsets(counts),
         doc_codes=d,
         doc_ids=dvocab,
         scores=np.ascontiguousarray(scores, dtype=np.float64),
@@ -480,20 +476,15 @@ def _build_qrels(
     where: str,
     lines: np.ndarray | None,
     empty_queries: Sequence[str] = (),
+    check_duplicates: bool = True,
 ) -> Qrels:
     q, qvocab = _codes(qids)
     d, dvocab = _codes(docs)
     if len(q) == 0 and not empty_queries:
         at = f"{where}: line 1" if lines is not None else where
         raise ArecallError(f"{at}: no judgments; expected lines '{_QRELS_FIELDS}'")
-    dup = _first_duplicate(q, d, len(dvocab))
-    if dup is not None:
-        doc = dvocab[int(d[dup])].as_py()
-        qid = qvocab[int(q[dup])].as_py()
-        raise ArecallError(
-            f"{_line(where, lines, dup)}: duplicate judgment: document {doc!r} "
-            f"is judged more than once for query {qid!r}"
-        )
+    if check_duplicates:
+        _raise_duplicate(q, d, (qvocab, dvocab), lines, where, "judgment")
     if empty_queries:
         known = set(qvocab.to_pylist())
         extra = [e for e in dict.fromkeys(empty_queries) if e not in known]
@@ -501,10 +492,9 @@ def _build_qrels(
     perm = np.argsort(q, kind="stable")
     q, d, rels = q[perm], d[perm], rels[perm]
     counts = np.bincount(q, minlength=len(qvocab))
-    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
     return Qrels(
         query_ids=qvocab,
-        offsets=offsets,
+        offsets=offsets(counts),
         doc_codes=d,
         doc_ids=dvocab,
         relevance=np.ascontiguousarray(rels, dtype=np.int64),
@@ -513,93 +503,50 @@ def _build_qrels(
 
 # -- reading files ---------------------------------------------------------------------------------
 
-
-def _check_file(path: Path) -> None:
-    if not path.is_file():
-        raise ArecallError(f"{path}: file not found")
+QRELS_HEADERS = ("query-id", "query_id", "qid")
+"""A BEIR qrels header: the first data line, when its first field (lower-cased) is one of these."""
 
 
-def _sniff_delimiter(path: Path) -> str | None:
-    """' ' or '\\t' when the first line uses exactly that single separator, else None."""
-    with path.open("rb") as f:
-        first = f.readline().rstrip(b"\r\n")
-    for delim in (b" ", b"\t"):
-        parts = first.split(delim)
-        if len(parts) > 1 and all(p and not any(c in p for c in b" \t\r\v\f") for p in parts):
-            return delim.decode()
-    return None
-
-
-def _fast_table(path: Path, columns: dict[str, pa.DataType], n_fields: int) -> pa.Table | None:
-    """Parse with pyarrow when the layout allows it; None means 'use the strict reader'."""
-    delim = _sniff_delimiter(path)
-    if delim is None:
-        return None
-    names = [f"f{i}" for i in range(n_fields)]
+def _integer(text: str, what: str, path: Path, number: int) -> int:
     try:
-        table = pacsv.read_csv(
-            path,
-            # blank lines are not skipped: they fail the parse, so on success row i is line i + 1
-            read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 24),
-            parse_options=pacsv.ParseOptions(
-                delimiter=delim,
-                quote_char=False,
-                double_quote=False,
-                escape_char=False,
-                newlines_in_values=False,
-                ignore_empty_lines=False,
-            ),
-            convert_options=pacsv.ConvertOptions(
-                column_types=columns,
-                null_values=[],
-                strings_can_be_null=False,
-                include_columns=list(columns),
-            ),
-        )
-    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError, ValueError, OSError):
-        return None
-    if any(table[c].null_count for c in columns):
-        return None
-    return table
-
-
-def _strict_lines(path: Path, n_fields: int, fields: str) -> Iterable[tuple[int, list[str]]]:
-    """Yield (line number, fields) for each non-blank line, enforcing the field count."""
-    with path.open("rb") as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                parts = [field.decode("utf-8") for field in raw.split()]
-            except UnicodeDecodeError:
-                raise ArecallError(f"{path}: line {number}: not valid UTF-8") from None
-            if not parts:
-                continue
-            if len(parts) != n_fields:
-                raise ArecallError(
-                    f"{path}: line {number}: expected {n_fields} fields ({fields}), "
-                    f"found {len(parts)}"
-                )
-            yield number, parts
+        if "_" in text:
+            raise ValueError
+        value = int(text)
+        if not -(2**63) <= value < 2**63:
+            raise ValueError
+        return value
+    except ValueError:
+        raise ArecallError(f"{path}: line {number}: {what} {text!r} is not an integer") from None
 
 
 def _number(text: str, what: str, path: Path, number: int) -> float:
     try:
         if "_" in text:
             raise ValueError
-        value = float(text)
+        return float(text)
     except ValueError:
         raise ArecallError(f"{path}: line {number}: {what} {text!r} is not a number") from None
-    if not math.isfinite(value) and what != "score":
-        raise ArecallError(f"{path}: line {number}: {what} {text!r} must be a finite number")
-    return value
 
 
-def _first_tag(path: Path) -> str:
-    with path.open("rb") as f:
-        return f.readline().split()[5].decode("utf-8")
+def _field_count(
+    parts: list[str], n_fields: int, layout: str, path: Path, number: int, *, tab: bool
+) -> None:
+    if len(parts) != n_fields:
+        kind = "tab-separated fields" if tab else "fields"
+        raise ArecallError(
+            f"{path}: line {number}: expected {n_fields} {kind} ({layout}), found {len(parts)}"
+        )
+    if tab:
+        for name, value in zip(layout.split("<TAB>"), parts, strict=True):
+            if not value:
+                raise ArecallError(f"{path}: line {number}: empty {name}")
 
 
 def load_run(path: str | os.PathLike[str], *, ties: Ties = "docid", name: str | None = None) -> Run:
-    """Read a TREC run file (``qid Q0 docid rank score tag`` per line).
+    """Read a TREC run file (``qid Q0 docid rank score tag`` per line; gzip allowed).
+
+    Lines are read by `arecall.io.text` (BOM, CRLF, blank lines, gzip; no comments, no
+    header). The rank must be an integer but is otherwise ignored (see the module notes).
 
     Parameters
     ----------
@@ -616,8 +563,9 @@ def load_run(path: str | os.PathLike[str], *, ties: Ties = "docid", name: str | 
     Raises
     ------
     ArecallError
-        On a missing or empty file, a line without 6 fields, a non-numeric rank or score, a
-        NaN or infinite score, or a repeated (qid, docid) pair — naming the file and line.
+        On a missing or empty file, a line without 6 fields, a rank that is not an integer, a
+        score that is not a number, a NaN or infinite score, or a repeated (qid, docid) pair —
+        naming the file and line.
 
     Examples
     --------
@@ -627,25 +575,15 @@ def load_run(path: str | os.PathLike[str], *, ties: Ties = "docid", name: str | 
     >>> load_run(p).ranking("q1"), load_run(p).name
     (['b', 'a'], 'sys')
     """
-    p = Path(path)
-    _check_file(p)
+    p = check_file(path)
     where = str(p)
-    table = _fast_table(
-        p,
-        {
-            "f0": pa.string(),
-            "f2": pa.string(),
-            "f3": pa.float64(),
-            "f4": pa.float64(),
-        },
-        6,
-    )
-    if table is not None and table.num_rows and bool(pc.all(pc.is_finite(table["f3"])).as_py()):
+    table = fast_table(p, "whitespace", {3: pa.int64(), 4: pa.float64()}, 6)
+    if table is not None:
         return _build_run(
-            _encode(table["f0"].combine_chunks()),
-            _encode(table["f2"].combine_chunks()),
+            encode(table["f0"]),
+            encode(table["f2"]),
             table["f4"].to_numpy(),
-            name=name if name is not None else _first_tag(p),
+            name=name if name is not None else str(table["f5"][0].as_py()),
             ties=ties,
             where=where,
             lines=np.arange(1, table.num_rows + 1),
@@ -655,8 +593,9 @@ def load_run(path: str | os.PathLike[str], *, ties: Ties = "docid", name: str | 
     scores: list[float] = []
     lines: list[int] = []
     tag = name
-    for number, parts in _strict_lines(p, 6, _RUN_FIELDS):
-        _number(parts[3], "rank", p, number)
+    for number, parts in fields(p, "whitespace"):
+        _field_count(parts, 6, _RUN_FIELDS, p, number, tab=False)
+        _integer(parts[3], "rank", p, number)
         scores.append(_number(parts[4], "score", p, number))
         qids.append(parts[0])
         docs.append(parts[2])
@@ -674,14 +613,117 @@ def load_run(path: str | os.PathLike[str], *, ties: Ties = "docid", name: str | 
     )
 
 
-def load_qrels(path: str | os.PathLike[str]) -> Qrels:
-    """Read a TREC qrels file (``qid 0 docid rel`` per line; rel an integer).
+@dataclass(frozen=True, eq=False)
+class Judgments:
+    """The lines of a qrels file, in file order: what every qrels reader starts from.
+
+    Attributes
+    ----------
+    path : Path
+    query_ids, doc_ids : pyarrow.StringArray
+        One entry per judgment line.
+    relevance : ndarray of int64
+    lines : ndarray of int64
+        The line number of each judgment, for messages about it.
+    """
+
+    path: Path
+    query_ids: pa.Array
+    doc_ids: pa.Array
+    relevance: np.ndarray
+    lines: np.ndarray
+
+
+def _qrels_layout(path: Path) -> tuple[str, int]:
+    """("beir" or "trec", the header's line number or 0), from the first data line."""
+    first = next(text_lines(path), None)
+    if first is None:
+        return "trec", 0
+    number, text = first
+    tabbed = text.split("\t")
+    if len(tabbed) == 3:
+        header = tabbed[0].strip(_WS).lower() in QRELS_HEADERS
+        return "beir", number if header else 0
+    if len(text.split()) == 4:
+        return "trec", 0
+    raise ArecallError(
+        f"{path}: line {number}: neither BEIR qrels ({_BEIR_FIELDS}) nor TREC qrels "
+        f"({_QRELS_FIELDS})"
+    )
+
+
+def read_judgments(path: str | os.PathLike[str]) -> Judgments:
+    """Read TREC or BEIR qrels, chosen by the first data line, strictly and in file order.
+
+    * TREC: ``qid 0 docid rel``, whitespace-separated, no header.
+    * BEIR: ``query-id<TAB>corpus-id<TAB>score``; the first data line is a header when its
+      first field (lower-cased) is one of `QRELS_HEADERS`.
+
+    In both, relevance must be an integer and a (query, document) pair may be judged once;
+    lines are read by `arecall.io.text` (BOM, CRLF, blank lines, gzip; no comments).
 
     Raises
     ------
     ArecallError
-        On a missing or empty file, a line without 4 fields, a non-integer relevance or a
-        repeated (qid, docid) pair — naming the file and line.
+        Naming the file and line: a layout that is neither, a wrong field count, an empty
+        field, a relevance that is not an integer, a repeated pair, no judgment at all.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "test.tsv"
+    >>> _ = p.write_text("query-id\\tcorpus-id\\tscore\\nq1\\td1\\t1\\nq1\\td2\\t0\\n")
+    >>> j = read_judgments(p)
+    >>> j.doc_ids.to_pylist(), j.relevance.tolist(), j.lines.tolist()
+    (['d1', 'd2'], [1, 0], [2, 3])
+    """
+    p = check_file(path)
+    layout, header = _qrels_layout(p)
+    tab = layout == "beir"
+    sep: Separator = "tab" if tab else "whitespace"
+    n_fields, doc_at, rel_at = (3, 1, 2) if tab else (4, 2, 3)
+    fields_text = _BEIR_FIELDS if tab else _QRELS_FIELDS
+    table = None
+    if header in (0, 1):
+        table = fast_table(p, sep, {rel_at: pa.int64()}, n_fields, skip=header)
+    if table is not None:
+        qids, docs = table["f0"].combine_chunks(), table[f"f{doc_at}"].combine_chunks()
+        rels = np.asarray(table[f"f{rel_at}"].to_numpy(), dtype=np.int64)
+        lines = np.arange(1, table.num_rows + 1, dtype=np.int64) + header
+    else:
+        q_list: list[str] = []
+        d_list: list[str] = []
+        r_list: list[int] = []
+        l_list: list[int] = []
+        for number, parts in fields(p, sep):
+            if number == header:
+                continue
+            _field_count(parts, n_fields, fields_text, p, number, tab=tab)
+            r_list.append(_integer(parts[rel_at], "relevance", p, number))
+            q_list.append(parts[0])
+            d_list.append(parts[doc_at])
+            l_list.append(number)
+        qids, docs = as_strings(q_list), as_strings(d_list)
+        rels = np.asarray(r_list, dtype=np.int64)
+        lines = np.asarray(l_list, dtype=np.int64)
+    if len(lines) == 0:
+        raise ArecallError(f"{p}: line 1: no judgments; expected lines '{fields_text}'")
+    q, qvocab = encode(qids)
+    d, dvocab = encode(docs)
+    _raise_duplicate(q, d, (qvocab, dvocab), lines, str(p), "judgment")
+    return Judgments(p, qids, docs, rels, lines)
+
+
+def load_qrels(path: str | os.PathLike[str]) -> Qrels:
+    """Read a qrels file, TREC (``qid 0 docid rel``) or BEIR TSV, into `Qrels`.
+
+    See `read_judgments` for the layouts and the checks.
+
+    Raises
+    ------
+    ArecallError
+        On a missing or empty file, a line without 4 (TREC) or 3 (BEIR) fields, a relevance
+        that is not an integer or a repeated (qid, docid) pair — naming the file and line.
 
     Examples
     --------
@@ -691,40 +733,14 @@ def load_qrels(path: str | os.PathLike[str]) -> Qrels:
     >>> load_qrels(p).to_dict()
     {'q1': {'a': 2, 'b': 0}}
     """
-    p = Path(path)
-    _check_file(p)
-    where = str(p)
-    table = _fast_table(p, {"f0": pa.string(), "f2": pa.string(), "f3": pa.int64()}, 4)
-    if table is not None and table.num_rows:
-        return _build_qrels(
-            _encode(table["f0"].combine_chunks()),
-            _encode(table["f2"].combine_chunks()),
-            table["f3"].to_numpy(),
-            where=where,
-            lines=np.arange(1, table.num_rows + 1),
-        )
-    qids: list[str] = []
-    docs: list[str] = []
-    rels: list[int] = []
-    lines: list[int] = []
-    for number, parts in _strict_lines(p, 4, _QRELS_FIELDS):
-        try:
-            if "_" in parts[3]:
-                raise ValueError
-            rels.append(int(parts[3]))
-        except ValueError:
-            raise ArecallError(
-                f"{p}: line {number}: relevance {parts[3]!r} is not an integer"
-            ) from None
-        qids.append(parts[0])
-        docs.append(parts[2])
-        lines.append(number)
+    judged = read_judgments(path)
     return _build_qrels(
-        qids,
-        docs,
-        np.asarray(rels, dtype=np.int64),
-        where=where,
-        lines=np.asarray(lines, dtype=np.int64),
+        encode(judged.query_ids),
+        encode(judged.doc_ids),
+        judged.relevance,
+        where=str(judged.path),
+        lines=judged.lines,
+        check_duplicates=False,
     )
 
 
@@ -772,7 +788,7 @@ def save_run(run: Run, path: str | os.PathLike[str], *, tag: str | None = None) 
     _check_ids(run.doc_ids, "document id", where)
     depths = run.depths
     qcodes = np.repeat(np.arange(run.n_queries), depths)
-    ranks = np.arange(len(run)) - np.repeat(run.offsets[:-1], depths) + 1
+    ranks = positions_in_groups(depths) + 1
     _write_table(
         path,
         {

@@ -8,15 +8,16 @@ them be measured for authorized recall once an ACL says who may use what:
   columns, so ``profiles=domains|clearance`` work when a corpus carries them.
 * ``queries.jsonl`` — ``_id`` and a non-empty ``text``.
 * ``qrels/<split>.tsv`` — ``query-id<TAB>corpus-id<TAB>score`` with a header; or TREC qrels
-  (``qid 0 docid rel``, whitespace-separated, no header). The format is detected from the first
-  line. Rows with score ≤ 0 are judgments of non-relevance and are dropped; queries left with no
-  relevant document are not evaluated (there is nothing to recall), the rest keep the order of
-  ``queries.jsonl``.
+  (``qid 0 docid rel``, whitespace-separated, no header), read by
+  `arecall.io.trec.read_judgments` (the reader ``arecall evaluate`` uses): the format is
+  detected from the first line and scores must be integers. Rows with score ≤ 0 are judgments
+  of non-relevance and are dropped; queries left with no relevant document are not evaluated
+  (there is nothing to recall), the rest keep the order of ``queries.jsonl``.
 * ``corpus.acl`` — ``doc_id<TAB>principal-or-group`` (and ``corpus.groups``,
-  ``principal<TAB>group``), read by `arecall.data.authorization.read_acl`. Deny by default: a document no
-  line names is authorized to nobody. Without an ACL the corpus declares one principal,
-  ``anonymous``, with no grants; choose ``profiles=open``, ``random`` or ``acl_file`` to
-  authorize.
+  ``principal<TAB>group``), read by `arecall.io.acl.read_acl` (the reader ``arecall evaluate``
+  uses). Deny by default: a document no line names is authorized to nobody. Without an ACL
+  the corpus declares one principal, ``anonymous``, with no grants; choose ``profiles=open``,
+  ``random`` or ``acl_file`` to authorize.
 
 Relative ``qrels``, ``acl`` and ``groups`` paths are looked up under ``corpus.path`` first, then
 the working directory. Every malformed line is an `ArecallError` naming the file and line
@@ -26,7 +27,6 @@ number, because a silently skipped judgment or grant would change the metric wit
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -34,31 +34,25 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from arecall.data.collection import Collection
 from arecall.core.errors import ArecallError
-from arecall.data.authorization import read_acl
+from arecall.data.collection import Collection
+from arecall.io.acl import read_acl
+from arecall.io.text import lines
+from arecall.io.trec import read_judgments
 
 __all__ = ["beir_collection", "read_beir", "read_qrels"]
 
 
 def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line; anything else names the line."""
-    if not path.is_file():
-        raise ArecallError(f"{path}: file not found")
-    try:
-        with path.open(encoding="utf-8") as fh:
-            for number, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ArecallError(f"{path}: line {number}: invalid JSON: {exc.msg}") from None
-                if not isinstance(obj, dict):
-                    raise ArecallError(f"{path}: line {number}: must be a JSON object")
-                yield number, obj
-    except UnicodeDecodeError:
-        raise ArecallError(f"{path}: not UTF-8 text") from None
+    for number, line in lines(path):
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ArecallError(f"{path}: line {number}: invalid JSON: {exc.msg}") from None
+        if not isinstance(obj, dict):
+            raise ArecallError(f"{path}: line {number}: must be a JSON object")
+        yield number, obj
 
 
 def _id(obj: Mapping[str, Any], path: Path, number: int) -> str:
@@ -135,28 +129,18 @@ def _read_queries(path: Path) -> pd.DataFrame:
     return pd.DataFrame({"query_id": ids, "text": texts})
 
 
-_BEIR_FIELDS = "query-id<TAB>corpus-id<TAB>score"
-_TREC_FIELDS = "qid 0 docid rel"
-
-
 def read_qrels(path: str | Path) -> pd.DataFrame:
-    """Read BEIR TSV or TREC qrels (detected from the first line) with each row's line number.
+    """BEIR TSV or TREC qrels as a frame, each row with its line number.
 
-    BEIR: ``query-id<TAB>corpus-id<TAB>score``, the first line a header when its score is not a
-    number. TREC: ``qid 0 docid rel``, any whitespace, no header. Blank lines are skipped. Every
-    row is kept (non-relevant ones too); scores must be finite numbers and a (query, document)
-    pair may be judged once.
+    The file is read by `arecall.io.trec.read_judgments`, the one qrels reader (``arecall
+    evaluate`` uses it too): the layout is chosen by the first data line, relevance must be an
+    integer, a (query, document) pair may be judged once. Every row is kept (non-relevant ones
+    too).
 
     Returns
     -------
     DataFrame
         ``query_id``, ``doc_id``, ``relevance`` (float64) and ``line``.
-
-    Raises
-    ------
-    ArecallError
-        Naming the file and line: a format that is neither, a wrong field count, a score that
-        is not a number, a repeated pair.
 
     Examples
     --------
@@ -169,83 +153,15 @@ def read_qrels(path: str | Path) -> pd.DataFrame:
     >>> read_qrels(p).values.tolist()
     [['q1', 'd1', 2.0, 1]]
     """
-    p = Path(path)
-    if not p.is_file():
-        raise ArecallError(f"{p}: file not found")
-    qids: list[str] = []
-    docs: list[str] = []
-    scores: list[float] = []
-    lines: list[int] = []
-    fmt: str | None = None
-    try:
-        with p.open(encoding="utf-8", newline="") as fh:
-            for number, raw in enumerate(fh, start=1):
-                line = raw.rstrip("\r\n")
-                if not line.strip():
-                    continue
-                if fmt is None:
-                    tabbed = line.split("\t")
-                    if len(tabbed) == 3:
-                        fmt = "beir"
-                        if not _is_number(tabbed[2]):
-                            continue  # the header
-                    elif len(line.split()) == 4:
-                        fmt = "trec"
-                    else:
-                        raise ArecallError(
-                            f"{p}: line {number}: neither BEIR qrels ({_BEIR_FIELDS}) nor TREC "
-                            f"qrels ({_TREC_FIELDS})"
-                        )
-                if fmt == "beir":
-                    parts = line.split("\t")
-                    if len(parts) != 3:
-                        raise ArecallError(
-                            f"{p}: line {number}: expected 3 tab-separated fields "
-                            f"({_BEIR_FIELDS}), got {len(parts)}"
-                        )
-                    qid, doc, score = parts
-                else:
-                    parts = line.split()
-                    if len(parts) != 4:
-                        raise ArecallError(
-                            f"{p}: line {number}: expected 4 fields ({_TREC_FIELDS}), "
-                            f"got {len(parts)}"
-                        )
-                    qid, _, doc, score = parts
-                if not qid.strip() or not doc.strip():
-                    raise ArecallError(f"{p}: line {number}: empty query or document id")
-                if not _is_number(score):
-                    raise ArecallError(f"{p}: line {number}: score {score!r} is not a number")
-                qids.append(qid)
-                docs.append(doc)
-                scores.append(float(score))
-                lines.append(number)
-    except UnicodeDecodeError:
-        raise ArecallError(f"{p}: not UTF-8 text") from None
-    frame = pd.DataFrame(
+    judged = read_judgments(path)
+    return pd.DataFrame(
         {
-            "query_id": pd.Series(qids, dtype=object),
-            "doc_id": pd.Series(docs, dtype=object),
-            "relevance": np.asarray(scores, dtype=np.float64),
-            "line": np.asarray(lines, dtype=np.int64),
+            "query_id": pd.Series(judged.query_ids.to_pylist(), dtype=object),
+            "doc_id": pd.Series(judged.doc_ids.to_pylist(), dtype=object),
+            "relevance": judged.relevance.astype(np.float64),
+            "line": judged.lines,
         }
     )
-    dup = frame.duplicated(["query_id", "doc_id"])
-    if dup.any():
-        row = frame[dup].iloc[0]
-        first = frame[(frame["query_id"] == row["query_id"]) & (frame["doc_id"] == row["doc_id"])]
-        raise ArecallError(
-            f"{p}: line {row['line']}: query {row['query_id']!r} and document "
-            f"{row['doc_id']!r} are judged twice (first at line {first['line'].iloc[0]})"
-        )
-    return frame
-
-
-def _is_number(text: str) -> bool:
-    try:
-        return math.isfinite(float(text))
-    except ValueError:
-        return False
 
 
 def _unknown(frame: pd.DataFrame, column: str, known: pd.Index, path: Path, what: str) -> None:
@@ -319,8 +235,6 @@ def read_beir(
             documents["doc_id"],
             groups=_beside(root, groups) if groups is not None else None,
         )
-        if principals.empty:
-            raise ArecallError(f"{_beside(root, acl)}: names no principal")
     else:
         if groups is not None:
             raise ArecallError("corpus.groups: needs corpus.acl (groups expand the ACL's grants)")
@@ -349,9 +263,6 @@ def beir_collection(cfg: Mapping[str, Any]) -> Collection:
     path = cfg.get("path")
     if not path:
         raise ArecallError("corpus.path: required for corpus=beir (a BEIR directory)")
-    split = cfg.get("split") or "test"
-    if not isinstance(split, str):
-        raise ArecallError(f"corpus.split: must be a split name such as 'test', got {split!r}")
     return read_beir(
-        path, split=split, qrels=cfg.get("qrels"), acl=cfg.get("acl"), groups=cfg.get("groups")
+        path, split=cfg["split"], qrels=cfg["qrels"], acl=cfg["acl"], groups=cfg["groups"]
     )

@@ -8,15 +8,15 @@ the metric without a trace.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from arecall.data.collection import Collection
 from arecall.core.errors import ArecallError
+from arecall.data.collection import Collection
+from arecall.io.seed_json import read_seed_files
 
 __all__ = ["collection_from_seed", "document_text", "read_seed_json"]
 
@@ -39,20 +39,6 @@ def document_text(dataset: Mapping[str, Any]) -> str:
     parts += [c.get("description") or "" for c in caps]
     parts += [str(s).replace("_", " ") for s in dataset.get("schemas") or ()]
     return " ".join(p for p in parts if p)
-
-
-def _load(path: Path, key: str) -> Any:
-    if not path.is_file():
-        raise ArecallError(f"{path}: file not found")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ArecallError(f"{path}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
-    except UnicodeDecodeError:
-        raise ArecallError(f"{path}: not UTF-8 text") from None
-    if not isinstance(data, dict) or key not in data:
-        raise ArecallError(f"{path}: missing top-level field {key!r}")
-    return data[key]
 
 
 def _require(value: Any, where: str, kind: type | tuple[type, ...], what: str) -> Any:
@@ -154,7 +140,9 @@ def collection_from_seed(
 
 
 def read_seed_json(directory: str | Path) -> Collection:
-    """Read corpus.json, queries.json and profiles.json from ``directory``.
+    """Read corpus.json, queries.json and profiles.json from ``directory`` into a `Collection`.
+
+    The files are read by `arecall.io.seed_json.read_seed_files`.
 
     Examples
     --------
@@ -163,11 +151,5 @@ def read_seed_json(directory: str | Path) -> Collection:
     ...
     arecall.core.errors.ArecallError: /nonexistent/corpus.json: file not found
     """
-    root = Path(directory)
-    files = (root / "corpus.json", root / "queries.json", root / "profiles.json")
-    return collection_from_seed(
-        _load(files[0], "datasets"),
-        _load(files[1], "queries"),
-        _load(files[2], "profiles"),
-        files=(str(files[0]), str(files[1]), str(files[2])),
-    )
+    seed = read_seed_files(directory)
+    return collection_from_seed(seed.datasets, seed.queries, seed.profiles, files=seed.files)

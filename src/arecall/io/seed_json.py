@@ -1,0 +1,75 @@
+"""The seed's JSON files (corpus.json, queries.json, profiles.json): the one reader of each.
+
+authorized-recall 0.1.0's interchange format. Reading is separate from building a collection
+(`arecall.data.sources.seed_json`) so the files get the same text handling as every other
+format (`arecall.io.text`: a directory or missing file named, gzip, BOM, UTF-8 errors by line)
+and a malformed file is one `ArecallError` naming it and the line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from arecall.core.errors import ArecallError
+from arecall.io.text import read_text
+
+__all__ = ["SeedFiles", "read_seed_files", "read_seed_member"]
+
+FILES = (("corpus.json", "datasets"), ("queries.json", "queries"), ("profiles.json", "profiles"))
+
+
+@dataclass(frozen=True)
+class SeedFiles:
+    """The top-level values of the three files, unvalidated, and the files' paths."""
+
+    datasets: Any
+    queries: Any
+    profiles: Any
+    files: tuple[str, str, str]
+
+
+def read_seed_member(path: str | os.PathLike[str], key: str) -> Any:
+    """The value of top-level field ``key`` of the JSON object in ``path``.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "queries.json"
+    >>> _ = p.write_text('{"queries": []}')
+    >>> read_seed_member(p, "queries")
+    []
+    >>> read_seed_member(p, "profiles")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    arecall.core.errors.ArecallError: /...queries.json: missing top-level field 'profiles'
+    """
+    p = Path(path)
+    try:
+        data = json.loads(read_text(p))
+    except json.JSONDecodeError as exc:
+        raise ArecallError(f"{p}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
+    if not isinstance(data, dict) or key not in data:
+        raise ArecallError(f"{p}: missing top-level field {key!r}")
+    return data[key]
+
+
+def read_seed_files(directory: str | os.PathLike[str]) -> SeedFiles:
+    """Read corpus.json, queries.json and profiles.json from ``directory``.
+
+    Examples
+    --------
+    >>> read_seed_files("/nonexistent")
+    Traceback (most recent call last):
+    ...
+    arecall.core.errors.ArecallError: /nonexistent/corpus.json: file not found
+    """
+    root = Path(directory)
+    paths = [root / name for name, _ in FILES]
+    datasets, queries, profiles = (
+        read_seed_member(p, key) for p, (_, key) in zip(paths, FILES, strict=True)
+    )
+    return SeedFiles(datasets, queries, profiles, (str(paths[0]), str(paths[1]), str(paths[2])))
