@@ -22,7 +22,9 @@ from typing import Any, NoReturn
 import pandas as pd
 
 from arecall.core.errors import ArecallError, print_error
-from arecall.evaluate.evaluation import PLACEMENTS, Evaluation, compare, evaluate, parse_ks
+from arecall.core.measures import mlflow_metrics
+from arecall.core.placement import PLACEMENTS
+from arecall.evaluate.evaluation import Evaluation, compare, evaluate, parse_ks
 from arecall.evaluate.fusion import DEFAULT_SMOOTHING, fuse_runs, reorderings_on_reload
 from arecall.io.atomic import write_text
 from arecall.io.trec import TIES, load_run, save_run
@@ -285,15 +287,9 @@ def _flat_metrics(summary: dict[str, Any]) -> dict[str, float]:
     ):
         if key in summary:
             flat[key] = float(summary[key])
-    for k, row in summary["k"].items():
-        for key, value in row.items():
-            if key == "significance":
-                for name, sig in value.items():
-                    flat[f"{name}_ci_low_at_{k}"] = float(sig["low"])
-                    flat[f"{name}_ci_high_at_{k}"] = float(sig["high"])
-                    flat[f"{name}_p_value_at_{k}"] = float(sig["p_value"])
-            elif value is not None:
-                flat[f"{key}_at_{k}"] = float(value)
+    keys = dict.fromkeys(key for row in summary["k"].values() for key in row)
+    keys.pop("significance", None)
+    flat.update(mlflow_metrics(summary["k"], keys))
     return flat
 
 

@@ -19,19 +19,41 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from arecall.io.atomic import write_npz
 from arecall.core.errors import ArecallError
 from arecall.core.measures import Authorized
+from arecall.core.ragged import positions_in_runs
 from arecall.core.ranking import Ranking
+from arecall.io.atomic import write_npz
 
-__all__ = ["PlacedLists", "Placement", "place_all", "post_filter", "pre_filter"]
+__all__ = [
+    "COMPARED",
+    "PLACEMENTS",
+    "PlacedLists",
+    "Placement",
+    "place_all",
+    "post_filter",
+    "pre_filter",
+]
 
 
 class Placement(StrEnum):
-    """The two filter placements compared throughout arecall."""
+    """Where the authorization filter sits relative to truncation to K: the one vocabulary.
+
+    ``post`` and ``pre`` are the two placements compared throughout arecall (the pipeline's
+    ``evaluation.placements``, the ``arecall_post`` / ``arecall_pre`` measures); ``as-is`` is
+    ``arecall evaluate``'s third reading of a run: no filter, the list is what the principal
+    gets. (A vector index's search strategies are another concept: `arecall.vector.placement`.)
+    """
 
     POST = "post"
     PRE = "pre"
+    AS_IS = "as-is"
+
+
+#: The placements the pipeline compares, in report order.
+COMPARED: tuple[str, ...] = (Placement.POST.value, Placement.PRE.value)
+#: Every placement ``arecall evaluate`` accepts.
+PLACEMENTS: tuple[str, ...] = tuple(p.value for p in Placement)
 
 
 def post_filter(ranking: Sequence[str], authorized: Authorized, k: int) -> list[str]:
@@ -180,10 +202,7 @@ def _append_tails(
             stop = int(np.searchsorted(queries, queries[stop - 1], side="right"))
         q = queries[start:stop].astype(np.int64)
         p = ranking.tail_principal[start:stop].astype(np.int64)
-        group = q * pre.shape[0] + p
-        starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
-        within = np.arange(len(group)) - np.repeat(starts, np.diff(np.r_[starts, len(group)]))
-        slot = filled[p, q] + within
+        slot = filled[p, q] + positions_in_runs(q * pre.shape[0] + p)
         pre[p, q, slot] = ranking.tail_doc[start:stop]
         pre_rank[p, q, slot] = ranking.tail_rank[start:stop]
         start = stop

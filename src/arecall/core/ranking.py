@@ -24,8 +24,9 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from arecall.io.atomic import write_npz
 from arecall.core.errors import ArecallError
+from arecall.core.ragged import expand, offsets, positions_in_groups, positions_in_runs
+from arecall.io.atomic import write_npz
 
 __all__ = ["TIE_DECIMALS", "Ranking", "rank_queries", "rank_scores"]
 
@@ -99,8 +100,7 @@ class Ranking:
         out = np.full((len(starts), width), -1, dtype=np.int32)
         take = np.minimum(lengths, width)
         row = np.repeat(np.arange(len(starts)), take)
-        col = np.arange(int(take.sum())) - np.repeat(np.cumsum(take) - take, take)
-        out[row, col] = self.doc_index[np.repeat(starts, take) + col]
+        out[row, positions_in_groups(take)] = self.doc_index[expand(starts, take)]
         return out
 
     def save(self, path: str | Path) -> None:
@@ -155,9 +155,7 @@ def _rank_row(
     position, who = np.nonzero(allowed_t[idx[rest]])
     by_principal = np.argsort(who, kind="stable")
     who, position = who[by_principal], position[by_principal]
-    starts = np.flatnonzero(np.r_[True, who[1:] != who[:-1]])
-    within = np.arange(len(who)) - np.repeat(starts, np.diff(np.r_[starts, len(who)]))
-    keep = within < need[who]
+    keep = positions_in_runs(who) < need[who]
     who, position = who[keep], position[keep]
     return head, (who.astype(np.int64), rest[position], len(head) + position.astype(np.int64))
 
@@ -245,7 +243,7 @@ def rank_queries(
             q += 1
     if q != n_queries:
         raise ValueError(f"score chunks held {q} rows, expected {n_queries}")
-    indptr = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    indptr = offsets(np.asarray(lengths, dtype=np.int64))
     columns = list(zip(*tails, strict=True)) if tails else [(np.zeros(0),)] * 4
     tail = [np.concatenate(column) for column in columns]
     return Ranking(

@@ -1,13 +1,15 @@
 """Every metric for every query-principal pair, K and placement, as array operations.
 
-The per-list definitions are in `arecall.core.measures`; this module computes the same numbers for all
-pairs at once from the ranking, the placed lists, the qrels and the ACL, and a test holds the two
-to exact agreement. Relevance of a (query, document) cell is looked up by binary search on sorted
-``query * n_docs + doc`` keys, so nothing of size queries × documents is ever materialised.
+The per-list definitions and the registry of names are in `arecall.core.measures`; this module
+computes the same numbers for all pairs at once from the ranking, the placed lists, the qrels and
+the ACL, and a test holds the two to exact agreement (tests/test_measures_registry.py). Relevance
+of a (query, document) cell is looked up by binary search on sorted ``query * n_docs + doc`` keys,
+so nothing of size queries × documents is ever materialised.
 
-Means follow the seed: over all query-principal pairs, with ARecall = 1 where nothing relevant is
-authorized (R_A = ∅), and beside it the restricted mean over pairs with R_A ≠ ∅ and its count
-(the "excluded" convention: those pairs left out, their number shown).
+Means follow the seed (the `arecall.core.measures.PIPELINE` registry, ``vacuous`` convention):
+over all query-principal pairs, with Recall = 1 where nothing is relevant and ARecall = 1 where
+nothing relevant is authorized (R_A = ∅), and beside it the restricted mean over pairs with
+R_A ≠ ∅ and its count (the "excluded" convention: those pairs left out, their number shown).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from arecall.core.measures import PIPELINE, per_k_keys
 from arecall.core.placement import PlacedLists
 from arecall.core.ranking import Ranking
 
@@ -33,34 +36,28 @@ __all__ = [
     "summarise",
 ]
 
-PAIR_METRICS = (
-    "recall",
-    "precision",
-    "ndcg",
-    "unusable",
-    "arecall_post",
-    "arecall_pre",
-    "returned_post",
-    "returned_pre",
+#: The per-pair arrays `score_pairs` computes: every registered pipeline measure with a
+#: per-list definition, in metrics.json order.
+PAIR_METRICS = tuple(
+    m.name for m in PIPELINE.values() if m.reference is not None and m.name != "gap"
 )
 
 #: Per-K keys of authorized-recall 0.1.0's ``--emit`` JSON (metrics.json keeps their meaning).
-SEED_K_KEYS = (
-    "recall",
-    "arecall_post",
-    "arecall_pre",
-    "precision",
-    "ndcg",
-    "unusable",
-    "arecall_post_nonempty",
-    "arecall_pre_nonempty",
-    "n_nonempty",
-    "gap",
-    "gap_nonempty",
-)
+SEED_K_KEYS = per_k_keys(PIPELINE, seed_only=True)
 
 #: Every per-K mean `summarise` reports (the seed's, plus what arecall adds).
-SUMMARY_K_KEYS = (*dict.fromkeys((*SEED_K_KEYS, *PAIR_METRICS, "n_excluded")),)
+SUMMARY_K_KEYS = per_k_keys(PIPELINE)
+
+
+def _on_empty(name: str) -> float:
+    """The registered value of measure ``name`` on a pair with nothing (authorized) relevant."""
+    value = PIPELINE[name].empty
+    if value is None:
+        raise ValueError(f"{name}: no R = ∅ convention registered")
+    return value
+
+
+_RECALL, _AUTHORIZED = _on_empty("recall"), _on_empty("arecall_post")
 
 
 class _Relevance:
@@ -162,7 +159,7 @@ def score_pairs(
     rel_flags = relevant.lookup(np.broadcast_to(qidx, padded.shape), padded)
     hits = np.cumsum(rel_flags, axis=1)[:, k_arr - 1]  # (Q, nK)
     safe_rel = np.where(n_rel > 0, n_rel, 1.0)[:, None]
-    recall = np.where(n_rel[:, None] > 0, hits / safe_rel, 1.0)
+    recall = np.where(n_rel[:, None] > 0, hits / safe_rel, _RECALL)
     precision = hits / k_arr
     discount = 1.0 / np.log2(np.arange(2, depth + 2))
     dcg = np.cumsum(rel_flags * discount, axis=1)[:, k_arr - 1]
@@ -190,8 +187,8 @@ def score_pairs(
         pre_hits = np.cumsum(pre_rel, axis=1)[:, k_arr - 1]
         has = n_auth_rel[p][:, None] > 0
         denom = np.where(has, n_auth_rel[p][:, None], 1.0)
-        out["arecall_post"][p] = np.where(has, post_hits / denom, 1.0)
-        out["arecall_pre"][p] = np.where(has, pre_hits / denom, 1.0)
+        out["arecall_post"][p] = np.where(has, post_hits / denom, _AUTHORIZED)
+        out["arecall_pre"][p] = np.where(has, pre_hits / denom, _AUTHORIZED)
         out["returned_post"][p] = np.stack([m.sum(axis=1) for m in in_k], axis=1) / k_arr
         out["returned_pre"][p] = np.cumsum(lists.pre[p] >= 0, axis=1)[:, k_arr - 1] / k_arr
 

@@ -56,14 +56,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
-from arecall.io.atomic import write_text
 from arecall.core.errors import ArecallError
+from arecall.core.measures import EVALUATE, Kind, column
+from arecall.core.placement import PLACEMENTS, Placement
+from arecall.core.ragged import expand, positions_in_groups, positions_in_runs
 from arecall.core.significance import delta_significance
-from arecall.io.trec import Qrels, Run, Ties, index_in, load_qrels, load_run
+from arecall.io.acl import read_acl_lines, read_groups
+from arecall.io.ids import encode, index_in
+from arecall.io.trec import Qrels, Run, Ties, load_qrels, load_run
 
 __all__ = [
     "AUTHORIZED_MEASURES",
-    "PLACEMENTS",
     "STANDARD_MEASURES",
     "Acl",
     "Evaluation",
@@ -71,12 +74,12 @@ __all__ = [
     "evaluate",
     "load_acl",
     "parse_ks",
-    "write_rows",
 ]
 
-STANDARD_MEASURES = ("recall", "precision", "ndcg", "ndcg_exp", "mrr", "map", "hit_rate")
-AUTHORIZED_MEASURES = ("arecall", "arecall_post", "arecall_pre", "gap", "unusable")
-PLACEMENTS = ("post", "pre", "as-is")
+#: Per-query measures, authorization-blind (ranx's and trec_eval's ``trec`` convention).
+STANDARD_MEASURES = tuple(m.name for m in EVALUATE.values() if m.kind == Kind.STANDARD)
+#: Per query-principal pair measures (the seed's ``vacuous`` convention), with an ACL.
+AUTHORIZED_MEASURES = tuple(m.name for m in EVALUATE.values() if m.kind == Kind.AUTHORIZED)
 
 Retriever = Callable[[str], Iterable[Any]]
 
@@ -144,11 +147,11 @@ class Acl:
 
 
 def _acl_from_pairs(
-    docs: Sequence[str],
-    names: Sequence[str],
+    docs: Sequence[str] | pa.Array,
+    names: Sequence[str] | pa.Array,
     principals: Sequence[str],
     groups: Mapping[str, set[str]],
-    origin: tuple[Path, Sequence[int]] | None,
+    origin: tuple[Path, Sequence[int] | np.ndarray] | None,
 ) -> Acl:
     """ACL lines (docs[i], names[i]), a name being a principal or a group; ``groups`` maps a
     principal to its groups; ``origin`` = (file, line numbers) enables the name checks."""
@@ -156,8 +159,8 @@ def _acl_from_pairs(
         dup = next(p for p in principals if list(principals).count(p) > 1)
         raise ArecallError(f"principal {dup!r} is listed twice")
     index = {p: i for i, p in enumerate(principals)}
-    doc_codes, doc_vocab = _dictionary(docs)
-    name_codes, name_vocab = _dictionary(names)
+    doc_codes, doc_vocab = encode(docs)
+    name_codes, name_vocab = encode(names)
     name_list = name_vocab.to_pylist()
     if origin is not None:
         group_names = {g for gs in groups.values() for g in gs}
@@ -189,48 +192,6 @@ def _acl_from_pairs(
     return Acl(tuple(principals), doc_vocab, grants)
 
 
-def _dictionary(values: Sequence[str]) -> tuple[np.ndarray, pa.Array]:
-    encoded = pc.dictionary_encode(pa.array(values, type=pa.string()))
-    return np.asarray(encoded.indices.to_numpy(), dtype=np.int64), encoded.dictionary
-
-
-def _tsv_pairs(path: Path, header: tuple[str, str]) -> tuple[list[str], list[str], list[int]]:
-    """The two columns of a two-column TSV and the line number of each row."""
-    if not path.is_file():
-        raise ArecallError(f"{path}: file not found")
-    first_col: list[str] = []
-    second_col: list[str] = []
-    numbers: list[int] = []
-    first = True
-    with path.open("rb") as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                text = raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError:
-                raise ArecallError(f"{path}: line {number}: not valid UTF-8") from None
-            if not text.strip():
-                continue
-            fields = [x.strip() for x in text.split("\t")]
-            if first and tuple(fields) == header:
-                first = False
-                continue
-            first = False
-            if len(fields) != 2 or not all(fields):
-                raise ArecallError(
-                    f"{path}: line {number}: expected 2 tab-separated fields "
-                    f"({header[0]}<TAB>{header[1]}), found {len(fields)}"
-                    + ("" if len(fields) != 2 else " with an empty one")
-                )
-            first_col.append(fields[0])
-            second_col.append(fields[1])
-            numbers.append(number)
-    if not numbers:
-        raise ArecallError(
-            f"{path}: line 1: the file is empty; expected {header[0]}<TAB>{header[1]} lines"
-        )
-    return first_col, second_col, numbers
-
-
 def load_acl(
     path: str | os.PathLike[str],
     *,
@@ -241,8 +202,8 @@ def load_acl(
 
     An ACL line may name a principal or, when ``groups`` is given (``principal<TAB>group``
     lines), a group: every member may then use the document. A document the ACL does not list
-    is authorized to nobody. An optional first line ``doc_id<TAB>principal`` (or
-    ``principal<TAB>group``) is taken as a header; blank lines are skipped.
+    is authorized to nobody. Both files are read by `arecall.io.acl` (the reader the corpus
+    sources use): header lines, comments, BOM, CRLF, gzip and errors are handled as there.
 
     Parameters
     ----------
@@ -263,16 +224,19 @@ def load_acl(
     >>> acl.principals, sorted(acl.allowed("bob")), sorted(acl.allowed("alice"))
     (('alice', 'bob'), ['d1', 'd2'], ['d1'])
     """
-    docs, names, numbers = _tsv_pairs(Path(path), ("doc_id", "principal"))
+    grants = read_acl_lines(path)
     membership: dict[str, set[str]] = {}
     if groups is not None:
-        members, group_of, _ = _tsv_pairs(Path(groups), ("principal", "group"))
-        for principal, group in zip(members, group_of, strict=True):
+        pairs = read_groups(groups)
+        for principal, group in zip(pairs.first.to_pylist(), pairs.second.to_pylist(), strict=True):
             membership.setdefault(principal, set()).add(group)
     group_names = {g for gs in membership.values() for g in gs}
     if principals is None:
-        principals = sorted(({n for n in set(names) if n not in group_names}) | set(membership))
-    return _acl_from_pairs(docs, names, list(principals), membership, (Path(path), numbers))
+        named = set(pc.unique(grants.second).to_pylist())
+        principals = sorted({n for n in named if n not in group_names} | set(membership))
+    return _acl_from_pairs(
+        grants.first, grants.second, list(principals), membership, (grants.path, grants.lines)
+    )
 
 
 def _as_acl(acl: Any, principals: Sequence[str] | None, groups: Any) -> Acl | None:
@@ -316,7 +280,12 @@ def _as_run(run: Any, qrels: Qrels, ties: Ties) -> Run:
     if isinstance(run, Mapping):
         return Run.from_dict(run, ties=ties)
     if isinstance(run, str | os.PathLike):
-        return load_run(run, ties=ties)
+        loaded = load_run(run, ties=ties)
+        if not (index_in(loaded.query_ids, qrels.query_ids) >= 0).any():
+            raise ArecallError(
+                f"{run}: no query id matches the qrels ({loaded.n_queries} queries in the run)"
+            )
+        return loaded
     if callable(run):
         rankings = {}
         for qid in qrels.query_ids.to_pylist():
@@ -360,20 +329,11 @@ def parse_ks(k: Iterable[int] | str) -> tuple[int, ...]:
 # -- the vectorised core -------------------------------------------------------------------------
 
 
-def _expand(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenation of ``starts[i] + arange(lengths[i])``."""
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    before = np.cumsum(lengths) - lengths
-    return np.arange(total, dtype=np.int64) + np.repeat(starts - before, lengths)
-
-
-def _ratio(num: np.ndarray, den: np.ndarray, empty: float) -> np.ndarray:
-    """num / den, ``empty`` where den == 0 (den broadcasts over the last axis of num)."""
+def _ratio(num: np.ndarray, den: np.ndarray, empty: float | None) -> np.ndarray:
+    """num / den, ``empty`` (the measure's R = ∅ value) where den == 0."""
     den = np.asarray(den, dtype=np.float64)
     safe = np.where(den > 0, den, 1.0)
-    return np.where(den > 0, num / safe, empty)
+    return np.where(den > 0, num / safe, np.nan if empty is None else empty)
 
 
 def _bincount(index: np.ndarray, n: int, weights: np.ndarray | None = None) -> np.ndarray:
@@ -382,30 +342,34 @@ def _bincount(index: np.ndarray, n: int, weights: np.ndarray | None = None) -> n
 
 @dataclass
 class _Rows:
-    """Run rows of evaluated queries found relevant, and the cutoff rows, in eval indices."""
+    """Run rows of evaluated queries (all kept, or only the relevant ones), in eval indices."""
 
     query: np.ndarray  # eval index per row
     rank: np.ndarray  # 0-based position in the unfiltered ranking
     row: np.ndarray  # row index into the run
 
 
-def _relevant_lookup(
-    run: Run,
-    rows: np.ndarray,
-    query: np.ndarray,
-    keys: np.ndarray,
-    gains: np.ndarray,
-    run_to_qrels: np.ndarray,
-    n_qrels_docs: int,
-) -> np.ndarray:
-    """Relevance of each (query[i], run row rows[i]) cell; 0 when not judged relevant."""
-    if len(keys) == 0 or len(rows) == 0:
-        return np.zeros(len(rows), dtype=np.int64)
-    code = run_to_qrels[run.doc_codes[rows]]
-    probe = query * n_qrels_docs + np.maximum(code, 0)
-    pos = np.minimum(np.searchsorted(keys, probe), len(keys) - 1)
-    hit = (keys[pos] == probe) & (code >= 0)
-    return np.where(hit, gains[pos], 0)
+@dataclass
+class _Hits(_Rows):
+    """The relevant rows among the kept ones, with what the standard measures need."""
+
+    grade: np.ndarray  # relevance grade, float
+    nth: np.ndarray  # 0-based count of relevant rows before, same query
+
+
+@dataclass
+class _Judgments:
+    """The qrels in eval indices: relevant rows, the ideal ordering and the lookup keys."""
+
+    row_query: np.ndarray  # eval index of every qrels row
+    is_relevant: np.ndarray  # per qrels row: relevance >= 1
+    n_relevant: np.ndarray  # per eval query
+    ideal_query: np.ndarray  # relevant rows by (query, grade descending)
+    ideal_grade: np.ndarray
+    ideal_pos: np.ndarray  # 0-based position in the ideal ordering of its query
+    keys: np.ndarray  # sorted query * n_docs + doc of the relevant rows
+    gains: np.ndarray  # grade per key
+    n_docs: int
 
 
 @dataclass
@@ -420,7 +384,9 @@ class _Core:
     run_queries_not_judged: int = 0
 
 
-def _compute(run: Run, qrels: Qrels, ks: tuple[int, ...], acl: Acl | None, placement: str) -> _Core:
+def _align(run: Run, qrels: Qrels) -> tuple[pa.Array, np.ndarray, np.ndarray, int]:
+    """Eval order (judged query ids, sorted), each qrels group's eval index, each eval query's
+    run group (-1: missing from the run) and the number of run queries without judgments."""
     nq = qrels.n_queries
     order = np.asarray(pc.sort_indices(qrels.query_ids).to_numpy(), dtype=np.int64)
     eval_ids = qrels.query_ids.take(pa.array(order))
@@ -430,82 +396,113 @@ def _compute(run: Run, qrels: Qrels, ks: tuple[int, ...], acl: Acl | None, place
     judged = run_eval >= 0
     group = np.full(nq, -1, dtype=np.int64)
     group[run_eval[judged]] = np.flatnonzero(judged)
-    depth = np.where(group >= 0, run.depths[np.maximum(group, 0)], 0)
+    return eval_ids, eval_of_qgroup, group, int(np.count_nonzero(~judged))
 
-    # qrels rows in eval indices; relevant rows sorted for the ideal ordering and the lookup
+
+def _judgments(qrels: Qrels, eval_of_qgroup: np.ndarray) -> _Judgments:
+    nq = qrels.n_queries
     qe = np.repeat(eval_of_qgroup, np.diff(qrels.offsets))
     is_rel = qrels.relevance >= 1
     rel_q, rel_g, rel_doc = qe[is_rel], qrels.relevance[is_rel], qrels.doc_codes[is_rel]
     n_rel = np.bincount(rel_q, minlength=nq)
     ideal = np.lexsort((-rel_g, rel_q))
-    ideal_q, ideal_g = rel_q[ideal], rel_g[ideal].astype(np.float64)
-    ideal_pos = np.arange(len(ideal)) - np.repeat(np.cumsum(n_rel) - n_rel, n_rel)
-    n_qdocs = max(len(qrels.doc_ids), 1)
-    keys = rel_q * n_qdocs + rel_doc
+    n_docs = max(len(qrels.doc_ids), 1)
+    keys = rel_q * n_docs + rel_doc
     key_order = np.argsort(keys, kind="stable")
-    keys, gains = keys[key_order], rel_g[key_order]
-    run_to_qrels = index_in(run.doc_ids, qrels.doc_ids)
+    return _Judgments(
+        row_query=qe,
+        is_relevant=is_rel,
+        n_relevant=n_rel,
+        ideal_query=rel_q[ideal],
+        ideal_grade=rel_g[ideal].astype(np.float64),
+        ideal_pos=positions_in_groups(n_rel),
+        keys=keys[key_order],
+        gains=rel_g[key_order],
+        n_docs=n_docs,
+    )
 
-    kmax = ks[-1]
-    full = acl is not None  # the pre placement needs every row, not just the first kmax
-    lengths = depth if full else np.minimum(depth, kmax)
+
+def _kept_rows(run: Run, group: np.ndarray, lengths: np.ndarray) -> _Rows:
+    """The first ``lengths[q]`` run rows of every eval query present in the run."""
     present = group >= 0
-    starts = run.offsets[np.maximum(group, 0)]
-    rows = _expand(starts[present], lengths[present])
-    row_q = np.repeat(np.flatnonzero(present), lengths[present])
-    row_rank = rows - np.repeat(starts[present], lengths[present])
-    rel = _relevant_lookup(run, rows, row_q, keys, gains, run_to_qrels, n_qdocs)
-    hit = np.flatnonzero(rel > 0)
-    hq, hrank, hrel, hrow = row_q[hit], row_rank[hit], rel[hit].astype(np.float64), rows[hit]
-    new = np.ones(len(hq), dtype=bool)
-    new[1:] = hq[1:] != hq[:-1]
-    first_at = np.maximum.accumulate(np.where(new, np.arange(len(hq)), 0)) if len(hq) else hq
-    nth = np.arange(len(hq)) - first_at  # 0-based count of relevant rows before, same query
+    starts, kept = run.offsets[group[present]], lengths[present]
+    return _Rows(
+        query=np.repeat(np.flatnonzero(present), kept),
+        rank=positions_in_groups(kept),
+        row=expand(starts, kept),
+    )
 
+
+def _relevant_hits(run: Run, rows: _Rows, qrels: Qrels, judg: _Judgments) -> _Hits:
+    """The kept rows judged relevant (relevance of cell (query, doc) by binary search)."""
+    grade = np.zeros(len(rows.row), dtype=np.int64)
+    if len(judg.keys) and len(rows.row):
+        code = index_in(run.doc_ids, qrels.doc_ids)[run.doc_codes[rows.row]]
+        probe = rows.query * judg.n_docs + np.maximum(code, 0)
+        pos = np.minimum(np.searchsorted(judg.keys, probe), len(judg.keys) - 1)
+        found = (judg.keys[pos] == probe) & (code >= 0)
+        grade = np.where(found, judg.gains[pos], 0)
+    hit = np.flatnonzero(grade > 0)
+    query = rows.query[hit]
+    return _Hits(
+        query=query,
+        rank=rows.rank[hit],
+        row=rows.row[hit],
+        grade=grade[hit].astype(np.float64),
+        nth=positions_in_runs(query),
+    )
+
+
+def _standard(hits: _Hits, judg: _Judgments, ks: tuple[int, ...]) -> dict[str, np.ndarray]:
+    """Every standard measure per (eval query, K), each R = ∅ value from the registry."""
+    nq = len(judg.n_relevant)
+    n_rel, hq, hrank, hrel = judg.n_relevant, hits.query, hits.rank, hits.grade
+    first = hits.nth == 0
     discount = 1.0 / np.log2(hrank + 2.0)
-    ideal_discount = 1.0 / np.log2(ideal_pos + 2.0)
+    ideal_discount = 1.0 / np.log2(judg.ideal_pos + 2.0)
+    ideal_g = judg.ideal_grade
     std = {m: np.zeros((nq, len(ks))) for m in STANDARD_MEASURES}
+    empty = {m: EVALUATE[m].empty for m in STANDARD_MEASURES}
     for j, k in enumerate(ks):
         m = hrank < k
-        hits = _bincount(hq[m], nq)
-        std["recall"][:, j] = _ratio(hits, n_rel, 0.0)
-        std["precision"][:, j] = hits / k
-        std["hit_rate"][:, j] = hits > 0
-        im = ideal_pos < k
+        n_hits = _bincount(hq[m], nq)
+        std["recall"][:, j] = _ratio(n_hits, n_rel, empty["recall"])
+        std["precision"][:, j] = n_hits / k
+        std["hit_rate"][:, j] = n_hits > 0
+        im = judg.ideal_pos < k
         for name, gain, igain in (
             ("ndcg", hrel, ideal_g),
             ("ndcg_exp", 2.0**hrel - 1.0, 2.0**ideal_g - 1.0),
         ):
             dcg = _bincount(hq[m], nq, (gain * discount)[m])
-            idcg = _bincount(ideal_q[im], nq, (igain * ideal_discount)[im])
-            std[name][:, j] = _ratio(dcg, idcg, 0.0)
-        firsts = m & new
+            idcg = _bincount(judg.ideal_query[im], nq, (igain * ideal_discount)[im])
+            std[name][:, j] = _ratio(dcg, idcg, empty[name])
+        firsts = m & first
         std["mrr"][:, j] = _bincount(hq[firsts], nq, 1.0 / (hrank[firsts] + 1.0))
-        ap = _bincount(hq[m], nq, ((nth + 1.0) / (hrank + 1.0))[m])
-        std["map"][:, j] = _ratio(ap, n_rel, 0.0)
+        ap = _bincount(hq[m], nq, ((hits.nth + 1.0) / (hrank + 1.0))[m])
+        std["map"][:, j] = _ratio(ap, n_rel, empty["map"])
+    return std
 
+
+def _compute(run: Run, qrels: Qrels, ks: tuple[int, ...], acl: Acl | None, placement: str) -> _Core:
+    """Every measure for every judged query (and principal), from the run's flat arrays."""
+    eval_ids, eval_of_qgroup, group, not_judged = _align(run, qrels)
+    depth = np.where(group >= 0, run.depths[np.maximum(group, 0)], 0)
+    judg = _judgments(qrels, eval_of_qgroup)
+    # the pre placement needs every row, not just the first kmax
+    rows = _kept_rows(run, group, depth if acl is not None else np.minimum(depth, ks[-1]))
+    hits = _relevant_hits(run, rows, qrels, judg)
     core = _Core(
         query_ids=eval_ids.to_pylist(),
         group=group,
         depth=depth,
-        n_relevant=n_rel,
-        standard=std,
-        run_queries_not_judged=int(np.count_nonzero(~judged)),
+        n_relevant=judg.n_relevant,
+        standard=_standard(hits, judg, ks),
+        run_queries_not_judged=not_judged,
     )
     if acl is not None:
-        _authorized(
-            core,
-            run,
-            qrels,
-            acl,
-            ks,
-            placement,
-            qe,
-            is_rel,
-            _Rows(hq, hrank, hrow),
-            _Rows(row_q, row_rank, rows),
-            starts,
-        )
+        starts = run.offsets[np.maximum(group, 0)]
+        _authorized(core, run, qrels, acl, ks, placement, judg, hits, rows, starts)
     return core
 
 
@@ -516,16 +513,17 @@ def _authorized(
     acl: Acl,
     ks: tuple[int, ...],
     placement: str,
-    qe: np.ndarray,
-    is_rel: np.ndarray,
+    judg: _Judgments,
     hits: _Rows,
     every: _Rows,
     starts: np.ndarray,
 ) -> None:
+    """The authorized measures per (principal, eval query, K), one principal at a time."""
     nq, n_p, n_k = len(core.query_ids), len(acl.principals), len(ks)
     run_to_acl = index_in(run.doc_ids, acl.doc_ids)
     qrels_to_acl = index_in(qrels.doc_ids, acl.doc_ids)
     out = {m: np.zeros((n_p, nq, n_k)) for m in AUTHORIZED_MEASURES}
+    empty = EVALUATE["arecall_post"].empty, EVALUATE["arecall_pre"].empty
     n_auth = np.zeros((n_p, nq), dtype=np.int64)
     hit_start = starts[hits.query]  # first run row of each hit's query
     top = every.rank < ks[-1]
@@ -537,26 +535,22 @@ def _authorized(
         auth_rank = before[hits.row] - before[hit_start]
         hit_ok = allowed_row[hits.row]
         qrel_ok = acl._mask_codes(p, qrels_to_acl)[qrels.doc_codes]
-        ra = np.bincount(qe[is_rel & qrel_ok], minlength=nq)
+        ra = np.bincount(judg.row_query[judg.is_relevant & qrel_ok], minlength=nq)
         n_auth[p] = ra
         denied_top = ~allowed_row[top_row]
         for j, k in enumerate(ks):
             post = _bincount(hits.query[hit_ok & (hits.rank < k)], nq)
             pre = _bincount(hits.query[hit_ok & (auth_rank < k)], nq)
-            out["arecall_post"][p, :, j] = _ratio(post, ra, 1.0)
-            out["arecall_pre"][p, :, j] = _ratio(pre, ra, 1.0)
+            out["arecall_post"][p, :, j] = _ratio(post, ra, empty[0])
+            out["arecall_pre"][p, :, j] = _ratio(pre, ra, empty[1])
             out["unusable"][p, :, j] = _bincount(top_q[denied_top & (top_rank < k)], nq) / k
     out["gap"] = out["arecall_pre"] - out["arecall_post"]
-    out["arecall"] = out["arecall_pre" if placement == "pre" else "arecall_post"].copy()
+    out["arecall"] = out["arecall_pre" if placement == Placement.PRE else "arecall_post"].copy()
     core.authorized = out
     core.n_authorized_relevant = n_auth
 
 
 # -- results -------------------------------------------------------------------------------------
-
-
-def _col(measure: str, k: int) -> str:
-    return f"{measure}@{k}"
 
 
 def _mean(x: np.ndarray) -> float | None:
@@ -609,7 +603,7 @@ class Evaluation:
         }
         for m in STANDARD_MEASURES:
             for j, k in enumerate(self.ks):
-                data[_col(m, k)] = c.standard[m][:, j]
+                data[column(m, k)] = c.standard[m][:, j]
         return pd.DataFrame(data)
 
     @cached_property
@@ -627,7 +621,7 @@ class Evaluation:
         }
         for m in AUTHORIZED_MEASURES:
             for j, k in enumerate(self.ks):
-                data[_col(m, k)] = c.authorized[m][:, :, j].ravel()
+                data[column(m, k)] = c.authorized[m][:, :, j].ravel()
         return pd.DataFrame(data)
 
     @property
@@ -680,8 +674,8 @@ class Evaluation:
                 for m in AUTHORIZED_MEASURES:
                     values = c.authorized[m][:, :, j].ravel()
                     row[m] = _mean(values)
-                    if m != "unusable":
-                        row[f"{m}_nonempty"] = _mean(values[nonempty])
+                    if EVALUATE[m].restricted:
+                        row[EVALUATE[m].nonempty_key] = _mean(values[nonempty])
                 row["n_nonempty"] = int(np.count_nonzero(nonempty))
                 row["n_deeper"] = int(np.count_nonzero(c.depth > k)) * len(self.principals)
                 if self._significance.get("enabled", True) and nonempty.size:
@@ -750,10 +744,10 @@ class Evaluation:
         self._k_index(k)
         frame = self.rows
         if self.per_pair is not None:
-            measure, count = _col("arecall", k), "n_authorized_relevant"
+            measure, count = column("arecall", k), "n_authorized_relevant"
             keys = ["query_id", "principal"]
         else:
-            measure, count = _col("recall", k), "n_relevant"
+            measure, count = column("recall", k), "n_relevant"
             keys = ["query_id"]
         picked = frame[frame[count] > 0].sort_values([measure, *keys], kind="stable").head(n)
         returned, missed = [], []
@@ -968,8 +962,7 @@ def _format_table(s: Mapping[str, Any]) -> str:
         f"{s['queries_missing_from_run']} missing from the run, scored 0 as ranx/trec_eval do; "
         f"{s['run_queries_not_judged']} run queries without judgments ignored)",
         "",
-        f"{'K':>5} {'recall':>8} {'P@K':>8} {'nDCG':>8} {'nDCG-exp':>8} {'MRR':>8} {'MAP':>8} "
-        f"{'hit':>8}",
+        f"{'K':>5} " + " ".join(f"{EVALUATE[m].heading():>8}" for m in STANDARD_MEASURES),
     ]
     for k, r in s["k"].items():
         lines.append(f"{k:>5} " + " ".join(f"{_f(r[m]):>8}" for m in STANDARD_MEASURES))
@@ -1015,8 +1008,3 @@ def _gap_line(k: str, r: Mapping[str, Any], suffix: str, *, show_u: bool) -> str
     if show_u:
         cells += [f"{_f(r.get('unusable'), '.4f'):>7}", f"{r.get('n_deeper', 0):>7}"]
     return " ".join(cells)
-
-
-def write_rows(evaluation: Evaluation, path: str | os.PathLike[str]) -> None:
-    """Write `Evaluation.rows` as CSV, atomically."""
-    write_text(path, evaluation.rows.to_csv(index=False))

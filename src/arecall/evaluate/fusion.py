@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from arecall.core.errors import ArecallError
+from arecall.core.ragged import offsets, positions_in_groups
 from arecall.io.trec import Run
 
 __all__ = [
@@ -193,11 +194,10 @@ def fuse_runs(
     qids, docs, src, pos = [], [], [], []
     for s, run in enumerate(runs.values()):
         depths = run.depths
-        starts = np.repeat(run.offsets[:-1], depths)
         qids.append(run.query_ids.take(pa.array(np.repeat(np.arange(run.n_queries), depths))))
         docs.append(run.doc_ids.take(pa.array(run.doc_codes)))
         src.append(np.full(len(run), s, dtype=np.int64))
-        pos.append(np.arange(len(run), dtype=np.int64) - starts + 1)
+        pos.append(positions_in_groups(depths) + 1)
     q_all = pc.dictionary_encode(pa.chunked_array(qids, type=pa.string()).combine_chunks())
     d_all = pc.dictionary_encode(pa.chunked_array(docs, type=pa.string()).combine_chunks())
     q = np.asarray(q_all.indices.to_numpy(), dtype=np.int64)
@@ -217,15 +217,14 @@ def fuse_runs(
     order = np.lexsort((d_rank[item_d], -count, -score, q_rank[item_q]))
     oq = item_q[order]
     per_query = np.bincount(q_rank[oq], minlength=len(q_all.dictionary))
-    offsets = np.concatenate(([0], np.cumsum(per_query)))
-    position = np.arange(len(order)) - np.repeat(offsets[:-1], per_query)
+    position = positions_in_groups(per_query)
     keep = order[position < limit] if limit is not None else order
     kq = item_q[keep]
     kept = np.bincount(q_rank[kq], minlength=len(q_all.dictionary))
     by_rank = np.argsort(q_rank)
     fused = Run(
         query_ids=q_all.dictionary.take(pa.array(by_rank[kept > 0])),
-        offsets=np.concatenate(([0], np.cumsum(kept[kept > 0]))).astype(np.int64),
+        offsets=offsets(kept[kept > 0]),
         doc_codes=item_d[keep],
         doc_ids=d_all.dictionary,
         scores=score[keep].astype(np.float64),

@@ -1,7 +1,9 @@
 """The seed's two tables, as Markdown, and the ARecall@K-per-placement curve.
 
 Rendering is a pure function of ``metrics.json`` (and the config for the caption), so the
-tables in reports/, in MLflow and in the README are the same bytes from the same numbers.
+tables in reports/, in MLflow and in the README are the same bytes from the same numbers. Column
+headers are the registry's (`arecall.core.measures.PIPELINE`); its measures follow the seed's
+``vacuous`` convention (Recall and ARecall are 1 where nothing (authorized) is relevant).
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
+
+from arecall.core.measures import PIPELINE
 
 __all__ = ["curve_frame", "main_table", "render_tables", "restricted_table"]
 
@@ -30,39 +34,41 @@ def _p(row: Mapping[str, Any], key: str) -> str:
     return "–" if not sig else f"{sig['p_value']:.3g}"
 
 
+#: The main table's measure columns, then the restricted table's (metrics.json keys).
+MAIN = ("recall", "arecall_post", "arecall_pre", "gap", "precision", "ndcg", "unusable")
+RESTRICTED = ("arecall_post", "arecall_pre", "gap")
+
+
 def main_table(metrics: Mapping[str, Any]) -> pd.DataFrame:
     """Per-K means over all query-principal pairs (R_A = ∅ counts as ARecall 1, as the seed)."""
-    rows = []
-    for k, v in metrics["k"].items():
-        rows.append(
-            {
-                "K": int(k),
-                "Recall": v["recall"],
-                "ARecall post": v["arecall_post"],
-                "ARecall pre": v["arecall_pre"],
-                "gap": v["gap"],
-                "P@K": v["precision"],
-                "nDCG": v["ndcg"],
-                "unusable in top-K": v["unusable"],
-                "post returned/K": v["returned_post"],
-            }
-        )
-    return pd.DataFrame(rows)
+    columns = (*MAIN, "returned_post")
+    return pd.DataFrame(
+        [
+            {"K": int(k), **{PIPELINE[name].heading(): v[name] for name in columns}}
+            for k, v in metrics["k"].items()
+        ]
+    )
 
 
 def restricted_table(metrics: Mapping[str, Any]) -> pd.DataFrame:
     """Per-K means over pairs with R_A ≠ ∅ only (the excluded convention)."""
-    rows = []
-    for k, v in metrics["k"].items():
-        rows.append(
+    return pd.DataFrame(
+        [
             {
                 "K": int(k),
-                "ARecall post": v["arecall_post_nonempty"],
-                "ARecall pre": v["arecall_pre_nonempty"],
-                "gap": v["gap_nonempty"],
+                **{PIPELINE[name].heading(): v[PIPELINE[name].nonempty_key] for name in RESTRICTED},
             }
-        )
-    return pd.DataFrame(rows)
+            for k, v in metrics["k"].items()
+        ]
+    )
+
+
+def _markdown_header(names: tuple[str, ...], align: str) -> list[str]:
+    """The header and alignment rows of a Markdown table: K, the measures, the gap's CI and p."""
+    headings = [PIPELINE[name].heading() for name in names]
+    at = headings.index(PIPELINE["gap"].heading()) + 1
+    headings[at:at] = ["gap 95% CI", "p"]
+    return ["| K | " + " | ".join(headings) + " |", align]
 
 
 def curve_frame(metrics: Mapping[str, Any]) -> pd.DataFrame:
@@ -85,8 +91,10 @@ def render_tables(metrics: Mapping[str, Any], cfg: Mapping[str, Any]) -> str:
 
     Examples
     --------
+    >>> from arecall.pipeline.config import default_config
     >>> from arecall.pipeline.run import run_in_memory
-    >>> text = render_tables(run_in_memory()["metrics"], {"corpus": {"name": "discovery"},
+    >>> metrics = run_in_memory(default_config(["evaluation.proof.max_examples=5"]))["metrics"]
+    >>> text = render_tables(metrics, {"corpus": {"name": "discovery"},
     ...                      "retriever": {"name": "tfidf"}, "profiles": {"name": "corpus"}})
     >>> "330/480 (68.8%)" in text
     True
@@ -103,9 +111,9 @@ def render_tables(metrics: Mapping[str, Any], cfg: Mapping[str, Any]) -> str:
         f"({share:.1%})",
         f"- MRR (authorization-blind): {m['mrr']:.3f}",
         "",
-        "| K | Recall | ARecall post | ARecall pre | gap | gap 95% CI | p | P@K | nDCG "
-        "| unusable in top-K | post returned/K |",
-        "|--:|--:|--:|--:|--:|:-:|--:|--:|--:|--:|--:|",
+        *_markdown_header(
+            (*MAIN, "returned_post"), "|--:|--:|--:|--:|--:|:-:|--:|--:|--:|--:|--:|"
+        ),
     ]
     for k, v in m["k"].items():
         lines.append(
@@ -119,8 +127,7 @@ def render_tables(metrics: Mapping[str, Any], cfg: Mapping[str, Any]) -> str:
         f"Excluding query-principal pairs where nothing relevant is authorized "
         f"(n={first['n_nonempty']} of {m['pairs']}; {first['n_excluded']} excluded):",
         "",
-        "| K | ARecall post | ARecall pre | gap | gap 95% CI | p |",
-        "|--:|--:|--:|--:|:-:|--:|",
+        *_markdown_header(RESTRICTED, "|--:|--:|--:|--:|:-:|--:|"),
     ]
     for k, v in m["k"].items():
         lines.append(

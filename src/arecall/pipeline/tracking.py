@@ -20,7 +20,7 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 
-from arecall.core.scoring import SUMMARY_K_KEYS
+from arecall.core.measures import PIPELINE, VECTOR, Kind, mlflow_metrics, per_k_keys
 from arecall.pipeline.config import flatten
 from arecall.pipeline.report import main_table, restricted_table
 
@@ -29,7 +29,7 @@ __all__ = ["METRIC_KEYS", "PARENT_ENV", "SweepCallback", "log_run", "store_lock"
 PARENT_ENV = "ARECALL_PARENT_RUN_ID"
 
 #: Per-K means logged as MLflow metrics (counts are logged apart).
-METRIC_KEYS = tuple(k for k in SUMMARY_K_KEYS if not k.startswith("n_"))
+METRIC_KEYS = per_k_keys({n: m for n, m in PIPELINE.items() if m.kind != Kind.COUNT})
 
 
 def tracking_uri(root: str | Path = ".") -> str:
@@ -50,17 +50,13 @@ def _metrics(metrics: Mapping[str, Any]) -> tuple[dict[str, float], list[tuple[s
         flat["unauthorized_relevant_share"] = (
             metrics["unauthorized_relevant"] / metrics["total_relevant"]
         )
-    stepped = []
-    for k, row in metrics["k"].items():
-        for key in METRIC_KEYS:
-            if row.get(key) is not None:
-                flat[f"{key}_at_{k}"] = float(row[key])
-                stepped.append((key, float(row[key]), int(k)))
-        flat[f"n_nonempty_at_{k}"] = float(row["n_nonempty"])
-        for key, sig in (row.get("significance") or {}).items():
-            flat[f"{key}_ci_low_at_{k}"] = float(sig["low"])
-            flat[f"{key}_ci_high_at_{k}"] = float(sig["high"])
-            flat[f"{key}_p_value_at_{k}"] = float(sig["p_value"])
+    flat.update(mlflow_metrics(metrics["k"], (*METRIC_KEYS, "n_nonempty")))
+    stepped = [
+        (key, float(row[key]), int(k))
+        for k, row in metrics["k"].items()
+        for key in METRIC_KEYS
+        if row.get(key) is not None
+    ]
     return flat, stepped
 
 
@@ -173,7 +169,7 @@ def _vector_metrics(table: Any) -> dict[str, float]:
             if "principal" in row
             else f"s{float(row['selectivity']) * 100:g}pct"
         )
-        for column in ("returned", "recall", "short", "arecall", "u_at_k", "qps"):
+        for column in (*VECTOR, "qps"):
             if column in row:
                 name = f"vector_{row['mode']}_{column}_{where}"
                 out["".join(ch if ch.isalnum() or ch in "_-./ " else "_" for ch in name)] = float(

@@ -15,6 +15,10 @@ property tests rather than by this column. The other natural choice — R = the 
 top-k — would make post-filtering look perfect (it keeps exactly the authorized part of that
 set), which hides the very failure the table exists to show.
 
+The definitions are `arecall.core.measures`' (``recall_at_k``, ``authorized_recall_at_k``,
+``unusable_fraction_at_k``); the column names and their R = ∅ convention (``vacuous``: 1 when the
+oracle returns nothing) are the `arecall.core.measures.VECTOR` registry's.
+
 U@K is computed, as authorized-recall defines it, on the unfiltered ranking: the fraction of the
 exact top-K that the principal may not use. It depends on the principal, not on the placement,
 and explains post-filtering's shortfall: post returns about (1 − U@K)·K.
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from arecall.core.measures import authorized_recall_at_k, recall_at_k
 from arecall.vector._checks import check_k, check_mask
 from arecall.vector.index import Hits
 
@@ -62,11 +67,8 @@ def recall_loss(approx: Sequence[Hashable], exact: Sequence[Hashable]) -> tuple[
     >>> recall_loss([], [])
     (1.0, 0)
     """
-    if len(exact) == 0:
-        return (1.0, 0)
-    exact_ids = set(exact)
-    overlap = len(set(approx) & exact_ids)
-    return (overlap / len(exact_ids), max(0, len(exact) - len(approx)))
+    recall = recall_at_k(list(approx), exact, max(len(approx), 1))  # type: ignore[arg-type]
+    return (recall, max(0, len(exact) - len(approx)))
 
 
 def authorized_recall(
@@ -79,10 +81,10 @@ def authorized_recall(
     >>> authorized_recall([0, 2], [0, 1, 2], np.array([True, False, True]))
     1.0
     """
-    r_a = {d for d in relevant if allowed[d]}
-    if not r_a:
-        return 1.0
-    return len(r_a & set(returned)) / len(r_a)
+    names = [str(d) for d in returned]
+    return authorized_recall_at_k(
+        names, (str(d) for d in relevant), lambda d: bool(allowed[int(d)]), max(len(names), 1)
+    )
 
 
 def unusable_at_k(unfiltered: Hits, allowed: npt.NDArray[np.bool_], k: int) -> float:
