@@ -7,17 +7,26 @@ from pathlib import Path
 import pytest
 import yaml
 
-from arecall.pipeline.config import CONF_DIR, checked, default_config, load_params
-from arecall.data.sources import SOURCES
 from arecall.core.errors import ArecallError
 from arecall.data.authorization import MODELS
+from arecall.data.sources import SOURCES
+from arecall.pipeline.config import CONF_DIR, checked, default_config, load_params
 from arecall.retrievers import RETRIEVERS
+from test_typed_config import REQUIRED
 
 from conftest import ROOT
 
 
 def test_params_yaml_is_the_composition_of_conf_defaults():
     assert yaml.safe_load((ROOT / "params.yaml").read_text()) == default_config()
+
+
+def test_params_yaml_is_hydras_dump_of_the_composition_byte_for_byte():
+    from omegaconf import OmegaConf
+
+    header, _, body = (ROOT / "params.yaml").read_text().partition("\n")
+    assert header.startswith("# Generated: ")
+    assert body == OmegaConf.to_yaml(default_config())
 
 
 def test_conf_at_the_top_level_is_the_packaged_conf():
@@ -43,7 +52,7 @@ VECTOR_ONLY = {"vectors"}
 )
 def test_every_group_option_composes_and_names_a_registered_implementation(group, registry):
     for option in _options(group):
-        cfg = default_config([f"{group}={option}"])
+        cfg = default_config([f"{group}={option}", *REQUIRED.get((group, option), [])])
         assert cfg[group]["name"] == option
         assert option in registry
     assert set(registry) == set(_options(group))

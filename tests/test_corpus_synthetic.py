@@ -7,14 +7,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from arecall.pipeline.config import default_config
+from arecall.core.errors import ArecallError
+from arecall.core.ranking import rank_queries
+from arecall.data.authorization import LEVELS
 from arecall.data.sources import load_corpus
 from arecall.data.sources.synthetic import BATCH, SyntheticSpec, synthetic_collection
-from arecall.core.errors import ArecallError
+from arecall.pipeline.config import default_config
 from arecall.pipeline.run import run_in_memory
-from arecall.data.authorization import LEVELS
-from arecall.core.ranking import rank_queries
 from arecall.retrievers.tfidf import SeedTfidf
+
+from conftest import assert_proved_on_every_pair, fast_config
 
 SMALL = {"name": "synthetic", "seed": 3, "n_domains": 4, "docs_per_domain": 10}
 
@@ -211,8 +213,7 @@ def test_the_config_option_composes_with_the_generator_defaults():
 
 
 def test_the_pipeline_runs_end_to_end_on_synthetic():
-    cfg = default_config(["corpus=synthetic", "evaluation.proof.max_examples=5"])
-    out = run_in_memory(cfg)
-    assert out["proof"]["passed"]
+    out = run_in_memory(fast_config("corpus=synthetic"))
+    assert_proved_on_every_pair(out)
     assert out["metrics"]["datasets"] == 40 and out["metrics"]["queries"] == 24
     assert out["metrics"]["profiles"] == 4

@@ -19,8 +19,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_pipeline import arecall_metrics, compare, seed_overrides
 from seed_reference import seed_reference
 
-from arecall.data.sources import load_corpus
 from arecall.data.authorization import apply_profiles
+from arecall.data.sources import load_corpus
 
 
 @pytest.mark.parametrize("depth", [None, 10])

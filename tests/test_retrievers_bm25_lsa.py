@@ -6,17 +6,18 @@ import bm25s
 import numpy as np
 import pytest
 
-from arecall.pipeline.config import default_config
-from arecall.data.sources import load_corpus
 from arecall.core.errors import ArecallError
-from arecall.pipeline.run import run_in_memory
 from arecall.core.ranking import rank_queries
+from arecall.data.sources import load_corpus
+from arecall.pipeline.run import run_in_memory
 from arecall.retrievers import dense_lsa as dense_lsa_module
 from arecall.retrievers import make_retriever
 from arecall.retrievers.bm25 import BM25
 from arecall.retrievers.dense_lsa import DenseLSA
 from arecall.retrievers.sklearn_tfidf import SklearnTfidf
 from arecall.retrievers.tfidf import tokenize
+
+from conftest import assert_proved_on_every_pair, fast_config
 
 CORPUS = {"name": "synthetic", "seed": 11, "n_domains": 5, "docs_per_domain": 40}
 
@@ -208,7 +209,6 @@ def test_bad_lsa_parameters_are_refused_naming_the_field(patch, message):
 
 @pytest.mark.parametrize("retriever", ["bm25", "dense_lsa"])
 def test_the_pipeline_runs_end_to_end_on_each_retriever(retriever):
-    cfg = default_config([f"retriever={retriever}", "evaluation.proof.max_examples=5"])
-    out = run_in_memory(cfg)
-    assert out["proof"]["passed"]
+    out = run_in_memory(fast_config(f"retriever={retriever}"))
+    assert_proved_on_every_pair(out)
     assert out["metrics"]["mrr"] > 0.9, "discovery: each domain's vocabulary is its own"

@@ -14,7 +14,7 @@ from typing import Any
 
 from arecall.core.errors import ArecallError, print_error
 
-__all__ = ["check_group_choices", "run_main"]
+__all__ = ["check_composition", "check_group_choices", "run_main"]
 
 
 def run_main(argv: Sequence[str]) -> int:
@@ -35,7 +35,7 @@ def run_main(argv: Sequence[str]) -> int:
         layout = Layout.run(HydraConfig.get().runtime.output_dir)
         try:
             result = run_all(config, layout)
-            if config["tracking"].get("enabled", True):
+            if config["tracking"]["enabled"]:
                 from arecall.pipeline.tracking import log_run
 
                 log_run(
@@ -56,6 +56,7 @@ def run_main(argv: Sequence[str]) -> int:
         return None if value is None else float(value)
 
     check_group_choices(argv, CONF_DIR)
+    check_composition(argv)
     sys.argv = ["arecall run", *argv]
     task()
     return 0
@@ -78,3 +79,31 @@ def check_group_choices(argv: Sequence[str], conf_dir: Path) -> None:
             if not (group / f"{option}.yaml").is_file():
                 known = ", ".join(sorted(p.stem for p in group.glob("*.yaml")))
                 raise ArecallError(f"{key}={option}: no such {key} config (known: {known})")
+
+
+def check_composition(argv: Sequence[str]) -> None:
+    """Compose and check the configuration of every run ``argv`` asks for, before any runs.
+
+    Each point of a ``-m`` sweep is composed and checked against the schema
+    (`arecall.pipeline.config.default_config`), so a bad value anywhere is one line naming the
+    override and the key, and nothing is written. ``--help``-like flags skip the check.
+    """
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra._internal.utils import get_args_parser
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    from arecall.pipeline.config import default_config
+
+    args = get_args_parser().parse_args(list(argv))
+    if args.help or args.hydra_help or args.info or args.shell_completion:
+        return
+    points = [list(args.overrides)]
+    if args.multirun:
+        try:
+            parsed = OverridesParser.create().parse_overrides(list(args.overrides))
+        except HydraException as exc:
+            raise ArecallError(f"{' '.join(args.overrides)}: {str(exc).splitlines()[0]}") from None
+        points = [point for batch in BasicSweeper.split_arguments(parsed, None) for point in batch]
+    for point in points:
+        default_config(point)

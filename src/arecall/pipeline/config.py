@@ -1,30 +1,31 @@
 """Reading and checking the experiment configuration.
 
 The same configuration reaches the pipeline two ways: DVC stages read ``params.yaml`` (which is
-conf/'s composition, written by DVC on ``dvc exp run``), and ``arecall run`` receives Hydra's
-composed config. Both go through `load_params` / `checked`, which turn a bad value into one line
-naming the field.
+conf/'s composition, written by DVC on ``dvc exp run``), and ``arecall run`` composes conf/ with
+Hydra. Both are checked by `arecall.pipeline.schema.check_config` against the typed schema of
+each group option, before any stage runs: a bad value is one line naming where it came from
+(``params.yaml`` or the override), the dotted key and what is wrong.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from arecall.core.errors import ArecallError
+from arecall.core.schema import ConfigProblem
+from arecall.pipeline.schema import GROUPS, check_config, register
 
 __all__ = ["CONF_DIR", "checked", "default_config", "flatten", "ks_of", "load_params"]
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
-SECTIONS = ("corpus", "retriever", "profiles", "evaluation", "tracking")
-PLACEMENTS = ("post", "pre")
 
 
 def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
-    """Read ``params.yaml`` with ``yaml.safe_load`` and check it.
+    """Read ``params.yaml`` with ``yaml.safe_load`` and check it against the schema.
 
     Examples
     --------
@@ -44,49 +45,33 @@ def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
         raise ArecallError(f"{p}: {where}invalid YAML") from None
     if not isinstance(data, dict):
         raise ArecallError(f"{p}: must be a mapping of config sections")
-    return checked(data, origin=str(p))
+    return check_config(data, origin=str(p))
 
 
 def ks_of(cfg: Mapping[str, Any]) -> tuple[int, ...]:
-    """The K values, ascending and unique."""
-    return tuple(sorted({int(k) for k in cfg["evaluation"]["ks"]}))
-
-
-def checked(cfg: Mapping[str, Any], *, origin: str = "config") -> dict[str, Any]:
-    """Check the sections every stage relies on; return a plain dict.
+    """The K values, ascending and unique.
 
     Examples
     --------
-    >>> checked({"corpus": {}, "retriever": {}, "profiles": {}, "tracking": {},
-    ...          "evaluation": {"ks": [1, 0], "placements": ["post", "pre"]}})
+    >>> ks_of({"evaluation": {"ks": [10, 1, 5, 1]}})
+    (1, 5, 10)
+    """
+    return tuple(sorted(set(cfg["evaluation"]["ks"])))
+
+
+def checked(cfg: Mapping[str, Any], *, origin: str | None = None) -> dict[str, Any]:
+    """Check a whole configuration against the schema; return it typed (a plain dict).
+
+    Examples
+    --------
+    >>> checked({"corpus": {"name": "discovery"}, "retriever": {"name": "tfidf"},
+    ...          "profiles": {"name": "corpus"}, "tracking": {},
+    ...          "evaluation": {"ks": [1, 0]}})
     Traceback (most recent call last):
     ...
-    arecall.core.errors.ArecallError: config: evaluation.ks[1]: must be a positive integer, got 0
+    arecall.core.schema.ConfigProblem: config: evaluation.ks[1]: must be a positive integer, got 0
     """
-    data = dict(cfg)
-    for section in SECTIONS:
-        if not isinstance(data.get(section), Mapping):
-            raise ArecallError(f"{origin}: {section}: missing config section")
-    ev = data["evaluation"]
-    ks = ev.get("ks")
-    if not isinstance(ks, list | tuple) or not ks:
-        raise ArecallError(f"{origin}: evaluation.ks: must be a non-empty list of integers")
-    for i, k in enumerate(ks):
-        if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
-            raise ArecallError(f"{origin}: evaluation.ks[{i}]: must be a positive integer, got {k}")
-    placements = ev.get("placements")
-    if not isinstance(placements, list | tuple) or set(placements) != set(PLACEMENTS):
-        raise ArecallError(
-            f"{origin}: evaluation.placements: must list both 'post' and 'pre', got {placements}"
-        )
-    if data["corpus"].get("name") == "vectors":
-        return data  # verity's experiment: no text retriever, K comes from corpus.k
-    depth = data["retriever"].get("depth")
-    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth <= 0):
-        raise ArecallError(
-            f"{origin}: retriever.depth: must be a positive integer or null, got {depth}"
-        )
-    return data
+    return check_config(cfg, origin=origin)
 
 
 def flatten(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
@@ -107,19 +92,106 @@ def flatten(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     return out
 
 
-def default_config(overrides: list[str] | None = None) -> dict[str, Any]:
-    """Compose conf/ with Hydra (optionally with overrides), as ``arecall run`` would.
+def default_config(overrides: Sequence[str] | None = None) -> dict[str, Any]:
+    """Compose conf/ with Hydra (optionally with overrides), as ``arecall run`` would; check it.
+
+    A bad value is one `ArecallError` naming the override that set it and the dotted key.
 
     Examples
     --------
     >>> default_config(["retriever=sklearn_tfidf"])["retriever"]["name"]
     'sklearn_tfidf'
+    >>> default_config(["corpus=vectors", "corpus.dims=abc"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    arecall.core.schema.ConfigProblem: corpus.dims=abc: corpus.dims: must be ..., got 'abc'
     """
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    overrides = list(overrides or [])
+    origin = override_origin(overrides)
+    try:
+        composed = _compose(overrides)
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise _composition_error(overrides, exc) from None
+    container = OmegaConf.to_container(composed, resolve=True)
+    return check_config(container, origin=origin)
+
+
+def _compose(overrides: list[str]) -> Any:
     from hydra import compose, initialize_config_dir
+
+    register()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=overrides)
+
+
+def _parsed(overrides: Sequence[str]) -> list[Any]:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return list(OverridesParser.create().parse_overrides(list(overrides)))
+
+
+def _is_choice(key: str) -> bool:
+    return key in GROUPS or key.startswith("hydra")
+
+
+def override_origin(overrides: Sequence[str]) -> Callable[[str], str | None]:
+    """For a dotted key, the last override that set it (or chose its group's option).
+
+    Examples
+    --------
+    >>> where = override_origin(["corpus=vectors", "corpus.selectivities=[abc]"])
+    >>> where("corpus.selectivities[0]"), where("corpus.k"), where("retriever.depth")
+    ('corpus.selectivities=[abc]', 'corpus=vectors', None)
+    """
+    try:
+        keys = [(o.key_or_group, o.input_line) for o in _parsed(overrides)]
+    except Exception:  # unparsable overrides: Hydra's composition reports them
+        keys = []
+
+    def origin(key: str) -> str | None:
+        for k, line in reversed(keys):
+            if key == k or key.startswith((f"{k}.", f"{k}[")):
+                return str(line)
+        return None
+
+    return origin
+
+
+def _composition_error(overrides: list[str], exc: Exception) -> ArecallError:
+    """Hydra refused the overrides: redo them one by one on plain data to name the bad one.
+
+    Hydra's own message spans several lines; the schema check gives the one line.
+    """
     from omegaconf import OmegaConf
 
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        composed = compose(config_name="config", overrides=list(overrides or []))
-    container = OmegaConf.to_container(composed, resolve=True)
-    assert isinstance(container, dict)
-    return {str(k): v for k, v in container.items()}
+    try:
+        parsed = _parsed(overrides)
+    except Exception:
+        return ArecallError(f"{' '.join(overrides)}: {str(exc).splitlines()[0]}")
+    choices = [o.input_line for o in parsed if _is_choice(o.key_or_group)]
+    try:
+        container: Any = OmegaConf.to_container(_compose(choices), resolve=True)
+    except Exception:
+        return ArecallError(f"{' '.join(choices)}: {str(exc).splitlines()[0]}")
+    for o in parsed:
+        if _is_choice(o.key_or_group):
+            continue
+        *path, last = o.key_or_group.split(".")
+        node = container
+        for part in path:
+            node = node.setdefault(part, {}) if isinstance(node, dict) else {}
+        if not isinstance(node, dict):
+            continue
+        if o.is_delete():
+            node.pop(last, None)
+        else:
+            node[last] = o.value()
+        try:
+            check_config(container, origin=str(o.input_line))
+        except ConfigProblem as problem:
+            return problem.at(str(o.input_line))
+    return ArecallError(f"{' '.join(overrides)}: {str(exc).splitlines()[0]}")

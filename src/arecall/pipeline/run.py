@@ -53,7 +53,7 @@ def run_all(cfg: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
     for stage in STAGES.values():
         stage(cfg, layout)
     vector = None
-    if (cfg.get("index") or {}).get("name", "none") != "none":
+    if cfg["index"]["name"] != "none":
         vector = vector_search(cfg, layout)
     tables = layout.tables.read_text(encoding="utf-8")
     if vector is not None:
@@ -71,9 +71,11 @@ def run_in_memory(cfg: Mapping[str, Any] | None = None) -> dict[str, Any]:
 
     Examples
     --------
-    >>> out = run_in_memory()
+    >>> out = run_in_memory(default_config(["evaluation.proof.max_examples=5"]))
     >>> round(out["metrics"]["k"]["5"]["arecall_pre_nonempty"], 3)
     0.96
+    >>> {c["examples"] for c in out["proof"]["claims"] if c["kind"] == "property"}
+    {5}
     """
     import tempfile
 

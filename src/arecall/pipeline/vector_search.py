@@ -1,6 +1,6 @@
 """The vector-index stage: where the authorization filter sits in an approximate index.
 
-Two uses of one measurement (`arecall.vector.experiment.measure_placements`, against an exact
+Two uses of one measurement (`arecall.vector.measurement.measure_store`, against an exact
 scan of the authorized subset):
 
 * ``corpus=vectors`` — verity-retrieval 0.1.1's experiment on faiss: its generator, its
@@ -16,27 +16,40 @@ to MLflow and the console, since wall-clock time is not reproducible.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from arecall.core.errors import ArecallError
+from arecall.vector.config import IndexConfig
 
 __all__ = ["curve_frame", "run_text_index", "run_vector_corpus"]
 
 
 def _index_options(icfg: Mapping[str, Any]) -> dict[str, Any]:
-    name = icfg.get("name")
-    if name not in ("exact", "hnsw"):
-        raise ArecallError(f"index.name: must be exact or hnsw here, got {name!r}")
+    """The ``index`` section, checked against its schema, as the experiment's keyword arguments.
+
+    Options without HNSW parameters (``exact``) take `IndexConfig`'s, which they ignore.
+    """
+    from arecall.core.schema import select
+    from arecall.pipeline.schema import GROUPS
+
+    section = select(GROUPS["index"], icfg, "index", "vector index")
+    if section["name"] == "none":
+        raise ArecallError("index.name: must be exact or hnsw here, got 'none'")
+    config = IndexConfig(
+        **{f.name: section[f.name] for f in fields(IndexConfig) if f.name in section}
+    )
     return {
-        "index": name,
-        "m": int(icfg.get("m", 16)),
-        "ef_construction": int(icfg.get("ef_construction", 40)),
-        "ef_search": int(icfg.get("ef_search", 64)),
-        "placements": tuple(icfg.get("placements") or ("post", "pushdown", "pre", "auto")),
-        "target_recall": float(icfg.get("target_recall", 0.95)),
+        "index": config.name,
+        "m": config.m,
+        "ef_construction": config.ef_construction,
+        "ef_search": config.ef_search,
+        "placements": tuple(config.placements),
+        "target_recall": config.target_recall,
+        "store": config.store,
     }
 
 
@@ -50,18 +63,20 @@ def run_vector_corpus(cfg: Mapping[str, Any]) -> pd.DataFrame:
     >>> sorted(df["mode"])
     ['auto', 'post', 'pre', 'pushdown']
     """
+    from arecall.core.schema import validate
+    from arecall.pipeline.schema import VectorsCorpusSchema
     from arecall.vector import experiment
 
-    c = cfg["corpus"]
+    c = validate(VectorsCorpusSchema, cfg["corpus"], "corpus")
     if (cfg.get("index") or {}).get("name", "none") == "none":
         raise ArecallError("index: corpus=vectors needs a vector index (index=hnsw or index=exact)")
     return experiment(
-        n_docs=int(c.get("n_docs", 2000)),
-        dims=int(c.get("dims", 128)),
-        n_queries=int(c.get("n_queries", 50)),
-        seed=int(c.get("seed", 42)),
-        selectivities=[float(s) for s in c.get("selectivities", (0.01, 0.03, 0.1, 0.3, 1.0))],
-        k=int(c.get("k", 10)),
+        n_docs=c["n_docs"],
+        dims=c["dims"],
+        n_queries=c["n_queries"],
+        seed=c["seed"],
+        selectivities=c["selectivities"],
+        k=c["k"],
         threads=1,
         **_index_options(cfg["index"]),
     )
@@ -76,7 +91,8 @@ def run_text_index(
     k: int,
 ) -> pd.DataFrame:
     """Each principal's ACL as the filter of a vector index over a dense retriever's embeddings."""
-    from arecall.vector import build_index, calibrate_auto, measure_placements
+    from arecall.vector import DEFAULT_GRAPH_COST, Below, build_index, measure_store
+    from arecall.vector.stores import store_from_config
 
     if not hasattr(retriever, "embed_documents"):
         raise ArecallError(
@@ -86,33 +102,42 @@ def run_text_index(
     options = _index_options(cfg["index"])
     vectors = retriever.embed_documents()
     queries = retriever.embed_queries(query_texts)
-    index = build_index(
-        vectors,
-        kind=options["index"],
+    # each principal's ACL as a document attribute the store filters on: acl_i < 0.5 iff granted
+    attributes = {f"acl_{i}": np.where(allowed, 0.0, 1.0) for i, allowed in enumerate(acl)}
+    config = IndexConfig(
+        name=options["index"],
         m=options["m"],
         ef_construction=options["ef_construction"],
         ef_search=options["ef_search"],
+        placements=list(options["placements"]),
+        target_recall=options["target_recall"],
+        store=options["store"],
     )
-    planner = None
-    if "auto" in options["placements"]:
-        # calibrated on synthetic queries drawn like the documents, never on the scored ones
-        # (documents themselves as queries would flatter the graph)
-        planner = calibrate_auto(index, k, target_recall=options["target_recall"])
-    unfiltered = index.exact(queries, k)
+    oracle_index = build_index(vectors, kind="exact")
     rows = []
-    for name, allowed in zip(principals, acl, strict=True):
-        if int(allowed.sum()) < 1:
-            continue
-        for row in measure_placements(
-            index,
-            queries,
-            allowed,
-            k=k,
-            placements=options["placements"],
-            planner=planner,
-            unfiltered=unfiltered,
-        ):
-            rows.append({"principal": str(name), "selectivity": float(allowed.mean()), **row})
+    with store_from_config(config) as store:
+        store.build(vectors, attributes)
+        if "auto" in options["placements"]:
+            # calibrated on synthetic queries drawn like the documents, never on the scored ones
+            # (documents themselves as queries would flatter the graph)
+            store.calibrate(
+                k, None, target_recall=options["target_recall"], graph_cost=DEFAULT_GRAPH_COST
+            )
+        unfiltered = oracle_index.exact(queries, k)
+        for i, (name, allowed) in enumerate(zip(principals, acl, strict=True)):
+            if int(allowed.sum()) < 1:
+                continue
+            for row in measure_store(
+                store,
+                oracle_index,
+                queries,
+                Below(f"acl_{i}", 0.5),
+                attributes,
+                k=k,
+                placements=options["placements"],
+                unfiltered=unfiltered,
+            ):
+                rows.append({"principal": str(name), "selectivity": float(allowed.mean()), **row})
     frame = pd.DataFrame(rows)
     frame.attrs["k"] = k
     return frame
@@ -120,7 +145,7 @@ def run_text_index(
 
 def curve_frame(table: pd.DataFrame) -> pd.DataFrame:
     """Wide table for the DVC plot: returned/k and recall per placement against selectivity."""
-    k = int(table.attrs.get("k", 10))
+    k = int(table.attrs["k"])
     wide = table.assign(returned_k=table["returned"] / k).pivot_table(
         index="selectivity", columns="mode", values=["returned_k", "recall"], sort=True
     )

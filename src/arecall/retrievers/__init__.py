@@ -11,9 +11,15 @@ from typing import Any, Protocol
 
 import scipy.sparse as sp
 
-from arecall.core.errors import ArecallError
+from arecall.core.schema import select
+from arecall.retrievers.config import (
+    BM25Config,
+    DenseLSAConfig,
+    SklearnTfidfConfig,
+    TfidfConfig,
+)
 
-__all__ = ["RETRIEVERS", "Retriever", "make_retriever"]
+__all__ = ["RETRIEVERS", "SCHEMAS", "Retriever", "make_retriever"]
 
 
 class Retriever(Protocol):
@@ -54,18 +60,25 @@ RETRIEVERS = {
     "bm25": _bm25,
     "dense_lsa": _dense_lsa,
 }
+#: Each retriever's config schema (the ``retriever`` group's options).
+SCHEMAS: dict[str, type] = {
+    "tfidf": TfidfConfig,
+    "sklearn_tfidf": SklearnTfidfConfig,
+    "bm25": BM25Config,
+    "dense_lsa": DenseLSAConfig,
+}
 
 
 def make_retriever(cfg: Mapping[str, Any]) -> Retriever:
-    """Construct the retriever the ``retriever`` config section names.
+    """Construct the retriever the ``retriever`` config section names (checked by its schema).
 
     Examples
     --------
     >>> type(make_retriever({"name": "tfidf"})).__name__
     'SeedTfidf'
     """
-    name = cfg.get("name")
-    if name not in RETRIEVERS:
-        known = ", ".join(sorted(RETRIEVERS))
-        raise ArecallError(f"retriever.name: unknown retriever {name!r} (known: {known})")
-    return RETRIEVERS[str(name)](cfg)
+    name = cfg.get("name") if isinstance(cfg, Mapping) else None
+    if name in RETRIEVERS and name not in SCHEMAS:  # registered without a schema: no settings
+        return RETRIEVERS[name](dict(cfg))
+    section = select(SCHEMAS, cfg, "retriever", "retriever")
+    return RETRIEVERS[section["name"]](section)

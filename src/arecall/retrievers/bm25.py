@@ -28,11 +28,12 @@ import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from arecall.core.errors import ArecallError
+from arecall.core.schema import validate
+from arecall.retrievers.config import BM25_METHODS as METHODS
+from arecall.retrievers.config import BM25Config
 from arecall.retrievers.tfidf import tokenize
 
 __all__ = ["BM25", "METHODS", "positive_part"]
-
-METHODS = ("lucene", "robertson", "atire")
 
 
 def positive_part(scores: sp.spmatrix) -> sp.csr_matrix:
@@ -55,11 +56,11 @@ class BM25:
 
     Parameters
     ----------
-    k1 : float, default 1.5
+    k1 : float, default `BM25Config.k1`
         Term-frequency saturation (≥ 0).
-    b : float, default 0.75
+    b : float, default `BM25Config.b`
         Length normalisation, in [0, 1].
-    method : {"lucene", "robertson", "atire"}, default "lucene"
+    method : {"lucene", "robertson", "atire"}, default `BM25Config.method`
         bm25s's variant (idf and tf formulas, Kamphuis et al. 2020).
 
     Attributes
@@ -77,31 +78,28 @@ class BM25:
     True
     """
 
-    def __init__(self, *, k1: float = 1.5, b: float = 0.75, method: str = "lucene") -> None:
+    def __init__(
+        self,
+        *,
+        k1: float = BM25Config.k1,
+        b: float = BM25Config.b,
+        method: str = BM25Config.method,
+    ) -> None:
         self.k1, self.b, self.method = k1, b, method
 
     @classmethod
     def from_config(cls, cfg: Any) -> BM25:
-        """Build from the ``retriever`` config section, checking each parameter.
+        """Build from the ``retriever`` section, checked against `BM25Config`.
 
         Examples
         --------
         >>> BM25.from_config({"b": 2})
         Traceback (most recent call last):
         ...
-        arecall.core.errors.ArecallError: retriever.b: must be a number in [0, 1], got 2
+        arecall.core.schema.ConfigProblem: retriever.b: must be a number in [0, 1], got 2
         """
-        k1, b, method = cfg.get("k1", 1.5), cfg.get("b", 0.75), cfg.get("method", "lucene")
-        if isinstance(k1, bool) or not isinstance(k1, int | float) or not 0 <= k1 < float("inf"):
-            raise ArecallError(f"retriever.k1: must be a non-negative number, got {k1!r}")
-        if isinstance(b, bool) or not isinstance(b, int | float) or not 0 <= b <= 1:
-            raise ArecallError(f"retriever.b: must be a number in [0, 1], got {b!r}")
-        if method not in METHODS:
-            raise ArecallError(
-                f"retriever.method: must be one of {', '.join(METHODS)}, got {method!r} "
-                "(bm25l and bm25+ give every document a positive score)"
-            )
-        return cls(k1=float(k1), b=float(b), method=str(method))
+        section = validate(BM25Config, {"name": "bm25", **cfg}, "retriever")
+        return cls(k1=section["k1"], b=section["b"], method=section["method"])
 
     @staticmethod
     def tokenize(texts: Sequence[str]) -> list[list[str]]:

@@ -32,6 +32,9 @@ from sklearn.feature_extraction.text import TfidfTransformer
 from sklearn.preprocessing import normalize
 
 from arecall.core.errors import ArecallError
+from arecall.core.ragged import offsets
+from arecall.core.schema import validate
+from arecall.retrievers.config import DenseLSAConfig
 from arecall.retrievers.tfidf import tokenize
 
 __all__ = ["BLOCK_CELLS", "DenseLSA"]
@@ -44,11 +47,11 @@ class DenseLSA:
 
     Parameters
     ----------
-    n_components : int, default 128
+    n_components : int, default `DenseLSAConfig.n_components`
         Dimensions kept (at most the number of documents and of distinct terms).
-    random_state : int, default 0
+    random_state : int, default `DenseLSAConfig.random_state`
         Seed of the randomized SVD: equal seeds give equal embeddings.
-    n_iter : int, default 5
+    n_iter : int, default `DenseLSAConfig.n_iter`
         Power iterations of the randomized SVD.
 
     Examples
@@ -60,33 +63,33 @@ class DenseLSA:
     0
     """
 
-    def __init__(self, *, n_components: int = 128, random_state: int = 0, n_iter: int = 5) -> None:
+    def __init__(
+        self,
+        *,
+        n_components: int = DenseLSAConfig.n_components,
+        random_state: int = DenseLSAConfig.random_state,
+        n_iter: int = DenseLSAConfig.n_iter,
+    ) -> None:
         self.n_components, self.random_state, self.n_iter = n_components, random_state, n_iter
         self._weighting = TfidfTransformer(sublinear_tf=True, smooth_idf=True, norm="l2")
 
     @classmethod
     def from_config(cls, cfg: Any) -> DenseLSA:
-        """Build from the ``retriever`` config section, checking each parameter.
+        """Build from the ``retriever`` section, checked against `DenseLSAConfig`.
 
         Examples
         --------
         >>> DenseLSA.from_config({"n_components": 0})
         Traceback (most recent call last):
         ...
-        arecall.core.errors.ArecallError: retriever.n_components: must be a positive integer, got 0
+        arecall.core.schema.ConfigProblem: retriever.n_components: must be a positive integer, got 0
         """
-        values = {}
-        for field, default, minimum in (
-            ("n_components", 128, 1),
-            ("random_state", 0, 0),
-            ("n_iter", 5, 0),
-        ):
-            value = cfg.get(field, default)
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                what = "a positive integer" if minimum else "a non-negative integer"
-                raise ArecallError(f"retriever.{field}: must be {what}, got {value!r}")
-            values[field] = value
-        return cls(**values)
+        section = validate(DenseLSAConfig, {"name": "dense_lsa", **cfg}, "retriever")
+        return cls(
+            n_components=section["n_components"],
+            random_state=section["random_state"],
+            n_iter=section["n_iter"],
+        )
 
     def _counts(self, texts: Sequence[str], *, fit: bool = False) -> sp.csr_matrix:
         """Term counts, texts × vocabulary (terms outside the fitted vocabulary dropped)."""
@@ -159,7 +162,7 @@ class DenseLSA:
         for start in range(0, len(vectors), step):
             dense = (vectors[start : start + step] @ self._docs.T).astype(np.float32)
             keep = dense > 0
-            indptr = np.concatenate(([0], np.cumsum(keep.sum(axis=1))))
+            indptr = offsets(keep.sum(axis=1))
             flat = np.flatnonzero(keep)  # row-major: grouped by query, columns ascending
             cols = (flat % n_docs).astype(np.int32 if n_docs < 2**31 else np.int64)
             blocks.append(sp.csr_matrix((dense.ravel()[flat], cols, indptr), shape=dense.shape))

@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from arecall.core.schema import select
 from arecall.data.collection import Collection
-from arecall.core.errors import ArecallError
+from arecall.data.sources.config import BeirConfig, DiscoveryConfig, SeedJsonConfig, SyntheticConfig
 
-__all__ = ["SOURCES", "load_corpus"]
+__all__ = ["SCHEMAS", "SOURCES", "load_corpus"]
 
 
 def _discovery(cfg: Mapping[str, Any]) -> Collection:
@@ -23,10 +24,7 @@ def _discovery(cfg: Mapping[str, Any]) -> Collection:
 def _seed_json(cfg: Mapping[str, Any]) -> Collection:
     from arecall.data.sources.seed_json import read_seed_json
 
-    path = cfg.get("path")
-    if not path:
-        raise ArecallError("corpus.path: required for corpus=seed_json (a directory)")
-    return read_seed_json(path)
+    return read_seed_json(cfg["path"])
 
 
 def _synthetic(cfg: Mapping[str, Any]) -> Collection:
@@ -47,10 +45,17 @@ SOURCES: dict[str, Callable[[Mapping[str, Any]], Collection]] = {
     "synthetic": _synthetic,
     "beir": _beir,
 }
+#: Each source's config schema (the ``corpus`` group's text options).
+SCHEMAS: dict[str, type] = {
+    "discovery": DiscoveryConfig,
+    "seed_json": SeedJsonConfig,
+    "synthetic": SyntheticConfig,
+    "beir": BeirConfig,
+}
 
 
 def load_corpus(cfg: Mapping[str, Any]) -> Collection:
-    """Build the collection the ``corpus`` config section describes.
+    """Build the collection the ``corpus`` config section describes (checked by its schema).
 
     Examples
     --------
@@ -58,8 +63,5 @@ def load_corpus(cfg: Mapping[str, Any]) -> Collection:
     >>> len(c.documents), len(c.queries), len(c.principals)
     (40, 24, 4)
     """
-    name = cfg.get("name")
-    if name not in SOURCES:
-        known = ", ".join(sorted(SOURCES))
-        raise ArecallError(f"corpus.name: unknown corpus {name!r} (known: {known})")
-    return SOURCES[str(name)](cfg)
+    section = select(SCHEMAS, cfg, "corpus", "corpus")
+    return SOURCES[section["name"]](section)

@@ -52,19 +52,23 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from arecall.data.collection import Collection
-from arecall.core.errors import ArecallError
+from arecall.core.ragged import expand, offsets
+from arecall.core.schema import validate
 from arecall.data.authorization import LEVELS, acl_from_masks
+from arecall.data.collection import Collection
+from arecall.data.sources.config import SyntheticConfig, vocabulary_split
 
 __all__ = ["BATCH", "LEVELS", "SyntheticSpec", "synthetic_collection"]
 
 BATCH = 65_536  # documents per generation batch (fixed: part of what a seed means)
-RELEVANCE = ("domain", "graded", "subtopic")
 
 
 @dataclass(frozen=True)
 class SyntheticSpec:
-    """The knobs of ``corpus=synthetic``, checked (see the module docstring for the model).
+    """The knobs of ``corpus=synthetic`` resolved for generation (see the module docstring).
+
+    Built from a ``corpus`` section checked against `SyntheticConfig` (which declares every
+    default and range): ``n_docs`` is the total and ``sensitivity_mix`` sums to 1.
 
     Examples
     --------
@@ -73,21 +77,21 @@ class SyntheticSpec:
     (40, 12, 80)
     """
 
-    seed: int = 0
-    n_domains: int = 8
-    n_docs: int = 40
-    queries_per_domain: int = 3
-    subtopics: int = 5
-    vocab_size: int = 400
-    shared_vocab: float = 0.2
-    topic_focus: float = 0.5
-    doc_length: int = 30
-    query_length: int = 6
-    query_noise: float = 0.1
-    relevance: str = "domain"
-    n_principals: int = 4
-    domains_per_principal: int = 2
-    sensitivity_mix: tuple[float, float, float] = (0.6, 0.3, 0.1)
+    seed: int
+    n_domains: int
+    n_docs: int
+    queries_per_domain: int
+    subtopics: int
+    vocab_size: int
+    shared_vocab: float
+    topic_focus: float
+    doc_length: int
+    query_length: int
+    query_noise: float
+    relevance: str
+    n_principals: int
+    domains_per_principal: int
+    sensitivity_mix: tuple[float, float, float]
 
     @property
     def n_queries(self) -> int:
@@ -95,104 +99,38 @@ class SyntheticSpec:
 
     @property
     def shared_words(self) -> int:
-        return round(self.shared_vocab * self.vocab_size)
+        return vocabulary_split(self.vocab_size, self.shared_vocab, self.n_domains)[0]
 
     @property
     def private_words(self) -> int:
         """Private words per domain (the remainder of the division is never drawn)."""
-        return (self.vocab_size - self.shared_words) // self.n_domains
+        return vocabulary_split(self.vocab_size, self.shared_vocab, self.n_domains)[1]
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> SyntheticSpec:
-        """Check the ``corpus`` config section; raise `ArecallError` naming the first bad field.
+        """Check the ``corpus`` section against `SyntheticConfig`; raise naming the bad field.
 
         Examples
         --------
         >>> SyntheticSpec.from_config({"n_docs": 0})
         Traceback (most recent call last):
         ...
-        arecall.core.errors.ArecallError: corpus.n_docs: must be a positive integer, got 0
+        arecall.core.schema.ConfigProblem: corpus.n_docs: must be a positive integer, got 0
         """
-        d = cls()
-
-        def integer(field: str, default: int, minimum: int = 1) -> int:
-            value = cfg.get(field, default)
-            if value is None:
-                value = default
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                what = "a positive integer" if minimum == 1 else f"an integer ≥ {minimum}"
-                raise ArecallError(f"corpus.{field}: must be {what}, got {value!r}")
-            return value
-
-        def fraction(field: str, default: float) -> float:
-            value = cfg.get(field, default)
-            if value is None:
-                value = default
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not 0.0 <= value <= 1.0
-            ):
-                raise ArecallError(f"corpus.{field}: must be a number in [0, 1], got {value!r}")
-            return float(value)
-
-        n_domains = integer("n_domains", d.n_domains)
-        if cfg.get("n_docs") is not None:
-            n_docs = integer("n_docs", d.n_docs)
-            if n_docs < n_domains:
-                raise ArecallError(
-                    f"corpus.n_docs: must be at least corpus.n_domains ({n_domains}) so that "
-                    f"every domain has a document, got {n_docs}"
-                )
-        else:
-            n_docs = n_domains * integer("docs_per_domain", d.n_docs // d.n_domains)
-        relevance = cfg.get("relevance", d.relevance)
-        if relevance not in RELEVANCE:
-            raise ArecallError(
-                f"corpus.relevance: must be one of {', '.join(RELEVANCE)}, got {relevance!r}"
-            )
-        mix = cfg.get("sensitivity_mix", d.sensitivity_mix)
-        if (
-            not isinstance(mix, list | tuple)
-            or len(mix) != len(LEVELS)
-            or any(isinstance(x, bool) or not isinstance(x, int | float) or x < 0 for x in mix)
-            or sum(mix) <= 0
-        ):
-            raise ArecallError(
-                "corpus.sensitivity_mix: must be 3 non-negative weights (internal, confidential, "
-                f"restricted) with a positive sum, got {mix!r}"
-            )
-        total = float(sum(mix))
-        spec = cls(
-            seed=integer("seed", d.seed, minimum=0),
-            n_domains=n_domains,
+        c = validate(SyntheticConfig, {**cfg, "name": "synthetic"}, "corpus")
+        n_docs = c["n_domains"] * c["docs_per_domain"] if c["n_docs"] is None else c["n_docs"]
+        total = float(sum(c["sensitivity_mix"]))
+        mix = c["sensitivity_mix"]
+        knobs = {
+            k: v
+            for k, v in c.items()
+            if k not in ("name", "docs_per_domain", "n_docs", "sensitivity_mix")
+        }
+        return cls(
+            **knobs,
             n_docs=n_docs,
-            queries_per_domain=integer("queries_per_domain", d.queries_per_domain),
-            subtopics=integer("subtopics", d.subtopics),
-            vocab_size=integer("vocab_size", d.vocab_size),
-            shared_vocab=fraction("shared_vocab", d.shared_vocab),
-            topic_focus=fraction("topic_focus", d.topic_focus),
-            doc_length=integer("doc_length", d.doc_length),
-            query_length=integer("query_length", d.query_length),
-            query_noise=fraction("query_noise", d.query_noise),
-            relevance=str(relevance),
-            n_principals=integer("n_principals", d.n_principals),
-            domains_per_principal=integer("domains_per_principal", d.domains_per_principal),
             sensitivity_mix=(mix[0] / total, mix[1] / total, mix[2] / total),
         )
-        if spec.domains_per_principal > n_domains:
-            raise ArecallError(
-                f"corpus.domains_per_principal: must be at most corpus.n_domains ({n_domains}), "
-                f"got {spec.domains_per_principal}"
-            )
-        if spec.shared_words < spec.vocab_size and spec.private_words < spec.subtopics:
-            need = spec.shared_words + n_domains * spec.subtopics
-            raise ArecallError(
-                f"corpus.vocab_size: too small: {spec.vocab_size} words with shared_vocab="
-                f"{spec.shared_vocab} leave {spec.private_words} private words per domain, fewer "
-                f"than corpus.subtopics={spec.subtopics} (need at least {need})"
-            )
-        return spec
 
 
 # -- token sampling ------------------------------------------------------------------------------
@@ -259,10 +197,8 @@ def _word_table(vocab_size: int) -> np.ndarray:
 def _texts(table: np.ndarray, tokens: np.ndarray, lengths: np.ndarray) -> pa.Array:
     """Join each run of ``lengths`` tokens with single spaces, as one Arrow string array."""
     data = table[tokens].ravel()  # each row "wNNNN "
-    offsets = np.concatenate(([0], np.cumsum(lengths * table.shape[1]))).astype(np.int64)
-    texts = pa.LargeStringArray.from_buffers(
-        len(lengths), pa.py_buffer(offsets), pa.py_buffer(data)
-    )
+    bounds = offsets(lengths * table.shape[1])
+    texts = pa.LargeStringArray.from_buffers(len(lengths), pa.py_buffer(bounds), pa.py_buffer(data))
     return pc.utf8_rtrim_whitespace(texts).cast(pa.string())
 
 
@@ -273,9 +209,9 @@ def _ids(prefix: str, n: int) -> pa.Array:
     body = (digits + ord("0")).astype(np.uint8)
     head = np.frombuffer(prefix.encode(), np.uint8)
     data = np.hstack([np.broadcast_to(head, (n, len(head))), body]).ravel()
-    offsets = (np.arange(n + 1) * (width + len(head))).astype(np.int64)
+    bounds = (np.arange(n + 1) * (width + len(head))).astype(np.int64)
     return pa.LargeStringArray.from_buffers(
-        n, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(data))
+        n, pa.py_buffer(bounds), pa.py_buffer(np.ascontiguousarray(data))
     ).cast(pa.string())
 
 
@@ -287,7 +223,104 @@ def _categorical(codes: np.ndarray, categories: pd.Series) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=pd.Index(categories))
 
 
-# -- the collection --------------------------------------------------------------------------------
+# -- the collection, step by step (the draws happen in this order: documents, queries, grants) -----
+
+
+def _documents(
+    rng: np.random.Generator, spec: SyntheticSpec, table: np.ndarray, domain_names: pd.Series
+) -> pd.DataFrame:
+    """Documents, batch by batch: domain round-robin, sub-topic, sensitivity, text."""
+    n, n_dom = spec.n_docs, spec.n_domains
+    doc_domain = np.arange(n, dtype=np.int64) % n_dom
+    doc_subtopic = (np.arange(n, dtype=np.int64) // n_dom) % spec.subtopics
+    doc_level = np.empty(n, dtype=np.int64)
+    chunks = []
+    for start in range(0, n, BATCH):
+        stop = min(n, start + BATCH)
+        m = stop - start
+        doc_level[start:stop] = rng.choice(len(LEVELS), size=m, p=spec.sensitivity_mix)
+        lengths = 1 + rng.poisson(spec.doc_length - 1, m)
+        owner = np.repeat(np.arange(start, stop), lengths)
+        tokens = _domain_tokens(rng, spec, doc_domain[owner], doc_subtopic[owner])
+        chunks.append(_texts(table, tokens, lengths))
+    return pd.DataFrame(
+        {
+            "doc_id": _strings(_ids("d", n)),
+            "text": _strings(pa.chunked_array(chunks, type=pa.string())),
+            "domain": _categorical(doc_domain, domain_names),
+            "subtopic": doc_subtopic.astype(np.int32),
+            "sensitivity": pd.Categorical.from_codes(
+                doc_level, dtype=pd.CategoricalDtype(list(LEVELS))
+            ),
+        }
+    )
+
+
+def _queries(
+    rng: np.random.Generator, spec: SyntheticSpec, table: np.ndarray, domain_names: pd.Series
+) -> pd.DataFrame:
+    """``queries_per_domain`` queries per domain, the j-th on sub-topic j mod ``subtopics``."""
+    n_dom = spec.n_domains
+    q_domain = np.repeat(np.arange(n_dom, dtype=np.int64), spec.queries_per_domain)
+    q_subtopic = np.tile(np.arange(spec.queries_per_domain), n_dom) % spec.subtopics
+    owner = np.repeat(np.arange(spec.n_queries), spec.query_length)
+    tokens = _query_tokens(rng, spec, q_domain[owner], q_subtopic[owner])
+    lengths = np.full(spec.n_queries, spec.query_length, dtype=np.int64)
+    return pd.DataFrame(
+        {
+            "query_id": _strings(_ids("q", spec.n_queries)),
+            "text": _strings(_texts(table, tokens, lengths)),
+            "domain": _categorical(q_domain, domain_names),
+            "subtopic": q_subtopic.astype(np.int32),
+        }
+    )
+
+
+def _qrels(spec: SyntheticSpec, documents: pd.DataFrame, queries: pd.DataFrame) -> pd.DataFrame:
+    """Every document of the query's domain (graded: 2 on its sub-topic; subtopic: only those)."""
+    doc_domain = documents["domain"].cat.codes.to_numpy().astype(np.int64)
+    doc_subtopic = documents["subtopic"].to_numpy()
+    q_domain = queries["domain"].cat.codes.to_numpy().astype(np.int64)
+    q_subtopic = queries["subtopic"].to_numpy()
+    by_domain = np.argsort(doc_domain, kind="stable")
+    sizes = np.bincount(doc_domain, minlength=spec.n_domains)
+    per_query = sizes[q_domain]
+    q_rows = np.repeat(np.arange(spec.n_queries), per_query)
+    d_rows = by_domain[expand(offsets(sizes)[q_domain], per_query)]
+    relevance = np.ones(len(q_rows), dtype=np.float64)
+    on_topic = doc_subtopic[d_rows] == q_subtopic[q_rows]
+    if spec.relevance == "graded":
+        relevance[on_topic] = 2.0
+    elif spec.relevance == "subtopic":
+        q_rows, d_rows, relevance = q_rows[on_topic], d_rows[on_topic], relevance[on_topic]
+    return pd.DataFrame(
+        {
+            "query_id": _categorical(q_rows, queries["query_id"]),
+            "doc_id": _categorical(d_rows, documents["doc_id"]),
+            "relevance": relevance,
+        }
+    )
+
+
+def _principals(
+    rng: np.random.Generator, spec: SyntheticSpec, domain_names: pd.Series
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """Principals granted ``domains_per_principal`` whole domains; their domain membership."""
+    n_p, n_dom = spec.n_principals, spec.n_domains
+    granted = np.stack(
+        [np.sort(rng.choice(n_dom, spec.domains_per_principal, replace=False)) for _ in range(n_p)]
+    )
+    names = domain_names.to_numpy()
+    principals = pd.DataFrame(
+        {
+            "principal": _strings(_ids("p", n_p)),
+            "clearance": [LEVELS[j % len(LEVELS)] for j in range(n_p)],
+            "domains": [",".join(names[g]) for g in granted],
+        }
+    )
+    member = np.zeros((n_p, n_dom), dtype=bool)
+    member[np.repeat(np.arange(n_p), granted.shape[1]), granted.ravel()] = True
+    return principals, member
 
 
 def synthetic_collection(cfg: Mapping[str, Any]) -> Collection:
@@ -296,7 +329,7 @@ def synthetic_collection(cfg: Mapping[str, Any]) -> Collection:
     Parameters
     ----------
     cfg : mapping
-        The ``corpus`` config section; see ``conf/corpus/synthetic.yaml`` and `SyntheticSpec`.
+        The ``corpus`` section; see `arecall.data.sources.config.SyntheticConfig`.
 
     Returns
     -------
@@ -316,90 +349,15 @@ def synthetic_collection(cfg: Mapping[str, Any]) -> Collection:
     spec = SyntheticSpec.from_config(cfg)
     rng = np.random.default_rng(spec.seed)
     table = _word_table(spec.vocab_size)
-    n, n_dom = spec.n_docs, spec.n_domains
-    domain_names = _strings(_ids("dom", n_dom))
-
-    # documents, batch by batch
-    doc_domain = np.arange(n, dtype=np.int64) % n_dom
-    doc_subtopic = (np.arange(n, dtype=np.int64) // n_dom) % spec.subtopics
-    doc_level = np.empty(n, dtype=np.int64)
-    chunks = []
-    for start in range(0, n, BATCH):
-        stop = min(n, start + BATCH)
-        m = stop - start
-        doc_level[start:stop] = rng.choice(len(LEVELS), size=m, p=spec.sensitivity_mix)
-        lengths = 1 + rng.poisson(spec.doc_length - 1, m)
-        owner = np.repeat(np.arange(start, stop), lengths)
-        tokens = _domain_tokens(rng, spec, doc_domain[owner], doc_subtopic[owner])
-        chunks.append(_texts(table, tokens, lengths))
-    doc_ids = _strings(_ids("d", n))
-    documents = pd.DataFrame(
-        {
-            "doc_id": doc_ids,
-            "text": _strings(pa.chunked_array(chunks, type=pa.string())),
-            "domain": _categorical(doc_domain, domain_names),
-            "subtopic": doc_subtopic.astype(np.int32),
-            "sensitivity": pd.Categorical.from_codes(
-                doc_level, dtype=pd.CategoricalDtype(list(LEVELS))
-            ),
-        }
+    domain_names = _strings(_ids("dom", spec.n_domains))
+    documents = _documents(rng, spec, table, domain_names)
+    queries = _queries(rng, spec, table, domain_names)
+    qrels = _qrels(spec, documents, queries)
+    principals, member = _principals(rng, spec, domain_names)
+    doc_domain = documents["domain"].cat.codes.to_numpy()
+    acl = acl_from_masks(
+        (m[doc_domain] for m in member), principals["principal"], documents["doc_id"]
     )
-
-    # queries
-    q_domain = np.repeat(np.arange(n_dom, dtype=np.int64), spec.queries_per_domain)
-    q_subtopic = np.tile(np.arange(spec.queries_per_domain), n_dom) % spec.subtopics
-    owner = np.repeat(np.arange(spec.n_queries), spec.query_length)
-    tokens = _query_tokens(rng, spec, q_domain[owner], q_subtopic[owner])
-    lengths = np.full(spec.n_queries, spec.query_length, dtype=np.int64)
-    query_ids = _strings(_ids("q", spec.n_queries))
-    queries = pd.DataFrame(
-        {
-            "query_id": query_ids,
-            "text": _strings(_texts(table, tokens, lengths)),
-            "domain": _categorical(q_domain, domain_names),
-            "subtopic": q_subtopic.astype(np.int32),
-        }
-    )
-
-    # qrels: every document of the query's domain (graded: 2 on its sub-topic; subtopic: only those)
-    by_domain = np.argsort(doc_domain, kind="stable")
-    sizes = np.bincount(doc_domain, minlength=n_dom)
-    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-    per_query = sizes[q_domain]
-    q_rows = np.repeat(np.arange(spec.n_queries), per_query)
-    first = np.repeat(np.cumsum(per_query) - per_query, per_query)
-    d_rows = by_domain[np.repeat(starts[q_domain], per_query) + np.arange(len(q_rows)) - first]
-    relevance = np.ones(len(q_rows), dtype=np.float64)
-    on_topic = doc_subtopic[d_rows] == q_subtopic[q_rows]
-    if spec.relevance == "graded":
-        relevance[on_topic] = 2.0
-    elif spec.relevance == "subtopic":
-        q_rows, d_rows, relevance = q_rows[on_topic], d_rows[on_topic], relevance[on_topic]
-    qrels = pd.DataFrame(
-        {
-            "query_id": _categorical(q_rows, query_ids),
-            "doc_id": _categorical(d_rows, doc_ids),
-            "relevance": relevance,
-        }
-    )
-
-    # principals, granted whole domains
-    n_p = spec.n_principals
-    granted = np.stack(
-        [np.sort(rng.choice(n_dom, spec.domains_per_principal, replace=False)) for _ in range(n_p)]
-    )
-    names = domain_names.to_numpy()
-    principal_ids = _strings(_ids("p", n_p))
-    principals = pd.DataFrame(
-        {
-            "principal": principal_ids,
-            "clearance": [LEVELS[j % len(LEVELS)] for j in range(n_p)],
-            "domains": [",".join(names[g]) for g in granted],
-        }
-    )
-    member = np.zeros((n_p, n_dom), dtype=bool)
-    member[np.repeat(np.arange(n_p), granted.shape[1]), granted.ravel()] = True
-    acl = acl_from_masks((m[doc_domain] for m in member), principal_ids, doc_ids)
     collection = Collection.build(
         documents=documents,
         queries=queries,

@@ -18,10 +18,9 @@ __all__ = ["prove"]
 
 def prove(cfg: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
     """Check the seed's claims (Hypothesis) and this run's own lists; fail on a counterexample."""
-    pcfg = cfg["evaluation"].get("proof") or {}
     collection, scores = pair_scores(cfg, layout)
     lists = PlacedLists.load(layout.lists)
-    results = check_properties(int(pcfg.get("max_examples", 200)))
+    results = check_properties(cfg["evaluation"]["proof"]["max_examples"])
     results += check_run(
         lists,
         scores,

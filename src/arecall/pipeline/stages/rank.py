@@ -32,11 +32,11 @@ def rank(cfg: Mapping[str, Any], layout: Layout) -> Ranking:
     retriever = make_retriever(rcfg).fit(collection.documents["text"].tolist())
     n_docs = len(collection.documents)
     # a dense retriever's chunk is queries × documents floats: cap it at ~64M cells
-    chunk = max(1, min(int(rcfg.get("chunk_queries") or 1024), (1 << 26) // max(n_docs, 1)))
+    chunk = max(1, min(rcfg["chunk_queries"], (1 << 26) // max(n_docs, 1)))
     ranking = rank_queries(
         _score_chunks(retriever, collection.queries["text"].tolist(), chunk),
         n_queries=len(collection.queries),
-        depth=rcfg.get("depth"),
+        depth=rcfg["depth"],
         acl=collection.acl_matrix(),
         k_max=max(ks_of(cfg)),
         relevance=collection.relevance_matrix(),

@@ -38,7 +38,7 @@ def score(cfg: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
     frame = scores.to_frame(collection.query_ids, collection.principal_names)
     write_parquet(layout.pairs, frame)
     metrics = summarise(scores, n_documents=len(collection.documents))
-    _add_significance(metrics, scores, cfg["evaluation"].get("significance") or {})
+    _add_significance(metrics, scores, cfg["evaluation"]["significance"])
     write_json(layout.metrics, metrics)
     return metrics
 
@@ -46,8 +46,7 @@ def score(cfg: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
 def _add_significance(metrics: dict[str, Any], scores: PairScores, scfg: Mapping[str, Any]) -> None:
     """Δ@K = pre − post per pair: paired bootstrap CI and randomization p, both conventions."""
     nonempty = scores.n_authorized_relevant > 0
-    confidence = float(scfg.get("confidence", 0.95))
-    resamples, seed = int(scfg.get("resamples", 2000)), int(scfg.get("seed", 0))
+    confidence, resamples, seed = scfg["confidence"], scfg["resamples"], scfg["seed"]
 
     def test(pre: np.ndarray, post: np.ndarray) -> dict[str, Any]:
         return delta_significance(

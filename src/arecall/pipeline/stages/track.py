@@ -13,7 +13,7 @@ __all__ = ["track"]
 
 def track(cfg: Mapping[str, Any], layout: Layout) -> str | None:
     """Log this repository's reports as one MLflow run; None when tracking is disabled."""
-    if not cfg["tracking"].get("enabled", True):
+    if not cfg["tracking"]["enabled"]:
         return None
     from arecall.pipeline.tracking import log_run
 

@@ -1,0 +1,292 @@
+"""The experiment configuration's schema: every group option's dataclass, in Hydra's ConfigStore.
+
+Each config group mirrors the code it configures, and each option's dataclass lives next to
+that code: ``corpus`` → `arecall.data.sources.config` (and `VectorsCorpusSchema` here, for
+``corpus=vectors``), ``retriever`` → `arecall.retrievers.config`, ``profiles`` →
+`arecall.data.authorization.config`, ``index`` → the schemas below (defaults from
+`arecall.vector.config.IndexConfig`), ``evaluation`` and ``tracking`` → below. `GROUPS` lists
+them; `register` stores each as ``<group>/base_<option>`` in Hydra's ConfigStore, which
+``conf/<group>/<option>.yaml`` extends (``defaults: [base_<option>]``), so the YAML files
+repeat no value. `check_config` is the one check of a whole configuration, for ``arecall run``
+(after Hydra's composition) and for ``params.yaml`` (DVC) alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from arecall.core.schema import (
+    POSITIVE,
+    ConfigProblem,
+    Rule,
+    interval,
+    one_of,
+    select,
+    setting,
+    validate,
+)
+from arecall.data.authorization.config import PROFILES
+from arecall.data.sources import SCHEMAS as SOURCE_SCHEMAS
+from arecall.retrievers import SCHEMAS as RETRIEVER_SCHEMAS
+from arecall.vector.config import PLACEMENTS, SELECTIVITIES, IndexConfig, VectorsCorpusConfig
+
+__all__ = [
+    "GROUPS",
+    "SECTIONS",
+    "EvaluationConfig",
+    "ExactIndexSchema",
+    "HnswIndexSchema",
+    "NoIndexSchema",
+    "TrackingConfig",
+    "VectorsCorpusSchema",
+    "check_config",
+    "register",
+]
+
+_FRACTION = interval(0.0, 1.0, low_open=True)
+#: The evaluation's placements: today exactly post (truncate, then filter) and pre.
+EVALUATED = ("post", "pre")
+
+
+# -- corpus=vectors and the index group (defaults: arecall.vector.config) -------------------------
+
+
+@dataclass
+class VectorsCorpusSchema:
+    """``corpus=vectors``: verity-retrieval 0.1.1's generator (see `VectorsCorpusConfig`).
+
+    Examples
+    --------
+    >>> validate(VectorsCorpusSchema, {"n_docs": 5, "k": 10}, "corpus")
+    Traceback (most recent call last):
+    ...
+    arecall.core.schema.ConfigProblem: corpus.k: must be at most corpus.n_docs (5), got 10
+    """
+
+    name: str = "vectors"
+    n_docs: int = setting(VectorsCorpusConfig.n_docs, POSITIVE)
+    dims: int = setting(VectorsCorpusConfig.dims, POSITIVE)
+    n_queries: int = setting(VectorsCorpusConfig.n_queries, POSITIVE)
+    seed: int = setting(VectorsCorpusConfig.seed, Rule("a non-negative integer", lambda v: v >= 0))
+    k: int = setting(VectorsCorpusConfig.k, POSITIVE)
+    selectivities: list[float] = setting(list(SELECTIVITIES), each=_FRACTION, nonempty=True)  # noqa: RUF009 (a dataclass field)
+
+    def problems(self) -> Iterator[tuple[str, str, Any]]:
+        """``k`` results need at least ``k`` documents."""
+        if self.k > self.n_docs:
+            yield "k", f"must be at most corpus.n_docs ({self.n_docs})", self.k
+
+
+@dataclass
+class NoIndexSchema:
+    """``index=none``: no vector index; text corpora are ranked by the retriever alone."""
+
+    name: str = "none"
+
+
+@dataclass
+class ExactIndexSchema:
+    """``index=exact``: faiss IndexFlatIP, an exhaustive scan (every placement is then exact).
+
+    Attributes
+    ----------
+    placements : list of str
+        Any of post, pushdown, pre (the exact scan of the authorized subset), auto.
+    target_recall : float
+        What the auto planner calibrates for, in (0, 1].
+    store : str
+        The vector store holding the index (`arecall.vector.stores.STORES`).
+    """
+
+    name: str = "exact"
+    placements: list[str] = setting(list(PLACEMENTS), each=one_of(*PLACEMENTS), nonempty=True)  # noqa: RUF009 (a dataclass field)
+    target_recall: float = setting(IndexConfig.target_recall, _FRACTION)
+    store: str = IndexConfig.store
+
+
+@dataclass
+class HnswIndexSchema(ExactIndexSchema):
+    """``index=hnsw``: faiss IndexHNSWFlat (inner product); defaults are verity 0.1.1's bench.
+
+    Attributes
+    ----------
+    m : int
+        Links per node.
+    ef_construction : int
+        Candidate-list size while linking.
+    ef_search : int
+        Candidate-list size while searching (raised to k when smaller).
+    """
+
+    name: str = "hnsw"
+    m: int = setting(IndexConfig.m, POSITIVE)
+    ef_construction: int = setting(IndexConfig.ef_construction, POSITIVE)
+    ef_search: int = setting(IndexConfig.ef_search, POSITIVE)
+
+
+# -- evaluation and tracking ----------------------------------------------------------------------
+
+
+@dataclass
+class SignificanceConfig:
+    """Δ@K's paired bootstrap CI and randomization test.
+
+    Attributes
+    ----------
+    confidence : float
+        The CI's confidence, in (0, 1).
+    resamples : int
+        Bootstrap and randomization resamples.
+    seed : int
+        Seeds the resampling.
+    """
+
+    confidence: float = setting(0.95, interval(0.0, 1.0, low_open=True, high_open=True))
+    resamples: int = setting(2000, POSITIVE)
+    seed: int = setting(0, Rule("a non-negative integer", lambda v: v >= 0))
+
+
+@dataclass
+class ProofConfig:
+    """The property search of the prove stage.
+
+    Attributes
+    ----------
+    max_examples : int
+        Hypothesis examples per property claim (derandomized).
+    """
+
+    max_examples: int = setting(200, POSITIVE)
+
+
+@dataclass
+class EvaluationConfig:
+    """``evaluation``: the cut-offs, placements and statistics of the text pipeline.
+
+    Attributes
+    ----------
+    ks : list of int
+        Cut-offs K (positive; reported ascending, each once).
+    placements : list of str
+        post (truncate, then filter) and pre (filter, then truncate): both, always.
+    significance : SignificanceConfig
+    proof : ProofConfig
+    """
+
+    ks: list[int] = setting([1, 3, 5, 10], each=POSITIVE, nonempty=True)  # noqa: RUF009 (a dataclass field)
+    placements: list[str] = setting(  # noqa: RUF009 (a dataclass field)
+        list(EVALUATED),
+        Rule("a list of both post and pre", lambda v: sorted(set(v)) == sorted(EVALUATED)),
+        each=one_of(*EVALUATED),
+    )
+    significance: SignificanceConfig = field(default_factory=SignificanceConfig)
+    proof: ProofConfig = field(default_factory=ProofConfig)
+
+
+@dataclass
+class TrackingConfig:
+    """``tracking``: MLflow (MLFLOW_TRACKING_URI if set, else sqlite:///mlflow.db in the cwd).
+
+    Attributes
+    ----------
+    enabled : bool
+        Log each run.
+    experiment : str
+        The MLflow experiment's name.
+    """
+
+    enabled: bool = True
+    experiment: str = setting("arecall", Rule("a non-empty name", bool))
+
+
+# -- the groups -----------------------------------------------------------------------------------
+
+#: group -> option -> schema. A group with one schema and no ``name`` maps its option to it.
+GROUPS: dict[str, dict[str, type]] = {
+    "corpus": {**SOURCE_SCHEMAS, "vectors": VectorsCorpusSchema},
+    "retriever": dict(RETRIEVER_SCHEMAS),
+    "profiles": dict(PROFILES),
+    "index": {"none": NoIndexSchema, "exact": ExactIndexSchema, "hnsw": HnswIndexSchema},
+    "evaluation": {"default": EvaluationConfig},
+    "tracking": {"mlflow": TrackingConfig},
+}
+#: Sections every configuration has, in params.yaml's order.
+SECTIONS = tuple(GROUPS)
+_KIND = {
+    "corpus": "corpus",
+    "retriever": "retriever",
+    "profiles": "authorization model",
+    "index": "vector index",
+}
+
+
+def register() -> None:
+    """Store every option's schema in Hydra's ConfigStore as ``<group>/base_<option>``.
+
+    Idempotent; importing ``arecall.conf`` (Hydra's config module, as DVC composes it) calls it.
+
+    Examples
+    --------
+    >>> from hydra.core.config_store import ConfigStore
+    >>> register()
+    >>> "base_hnsw.yaml" in ConfigStore.instance().repo["index"]
+    True
+    """
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    for group, options in GROUPS.items():
+        for option, schema in options.items():
+            store.store(group=group, name=f"base_{option}", node=schema)
+
+
+def check_config(
+    cfg: Any, *, origin: str | Callable[[str], str | None] | None = None
+) -> dict[str, Any]:
+    """Check a whole configuration; return it typed, each section's defaults filled in.
+
+    ``origin`` names where a bad value came from: a file, or a function of the dotted key (the
+    override that set it). The first bad value raises one `ConfigProblem`.
+
+    Examples
+    --------
+    >>> cfg = check_config({"corpus": {"name": "vectors", "k": 2.5}, "index": {"name": "exact"}},
+    ...                    origin="params.yaml")
+    Traceback (most recent call last):
+    ...
+    arecall.core.schema.ConfigProblem: params.yaml: corpus.k: must be a positive integer, got 2.5
+    """
+    where = origin if callable(origin) else (lambda key: origin)
+    try:
+        if not isinstance(cfg, Mapping):
+            raise ConfigProblem("config", "must be a mapping of config sections", cfg)
+        out: dict[str, Any] = {}
+        for section in cfg:
+            if section not in GROUPS:
+                raise ConfigProblem(
+                    str(section),
+                    f"unknown config section (known: {', '.join(SECTIONS)})",
+                    cfg[section],
+                )
+        for section, options in GROUPS.items():
+            value = cfg.get(section)
+            if value is None and section == "index":
+                value = {"name": "none"}
+            if value is None:
+                raise ConfigProblem(section, "missing config section", None)
+            if section in _KIND:
+                out[section] = select(options, value, section, _KIND[section])
+            else:
+                (schema,) = options.values()
+                out[section] = validate(schema, value, section)
+        if out["corpus"]["name"] == "vectors" and out["index"]["name"] == "none":
+            raise ConfigProblem(
+                "index.name",
+                "corpus=vectors needs a vector index (index=hnsw or index=exact)",
+                "none",
+            )
+    except ConfigProblem as problem:
+        raise problem.at(where(problem.key) or "config") from None
+    return out
