@@ -14,8 +14,8 @@ import argparse
 import sys
 import time
 
-from arecall.io.atomic import write_text
 from arecall.core.errors import ArecallError
+from arecall.io.atomic import write_text
 from arecall.vector.bench import BENCH_DATASETS, render_benchmark, run_benchmark
 
 

@@ -106,7 +106,7 @@ def test_other_bad_values(idx) -> None:
         np.ones(16, bool),
         planner,
     )
-    fails(r"store='qdrant': must be one of lancedb", audit, store="qdrant")
+    fails(r"store='qdrant': must be one of faiss, lancedb", audit, store="qdrant")
     fails(r"lancedb index_type='DISKANN'", make_store, "lancedb", index_type="DISKANN")
     fails(r"filter column='draw; drop': must be a plain identifier", Below, "draw; drop", 0.1)
     assert recall_loss([1], [1]) == (1.0, 0)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from arecall.vector.experiment import (
+from arecall.vector.measurement import (
     TABLE_COLUMNS,
     deterministic_columns,
     experiment,

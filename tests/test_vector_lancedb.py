@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from arecall.vector import Hits, build_index, generate
-from arecall.vector.experiment import audit, render_markdown
+from arecall.vector.measurement import audit, render_markdown
 from arecall.vector.stores import STORES, Below, LanceDBStore, VectorStore
 
 pytest.importorskip("lancedb")

@@ -3,31 +3,23 @@ through an index, the DVC stage's reproducibility and the MLflow record."""
 
 from __future__ import annotations
 
-import subprocess
-
 import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from arecall.pipeline.config import default_config
 from arecall.core.errors import ArecallError
+from arecall.pipeline.config import default_config
 from arecall.pipeline.run import Layout, run_all, run_in_memory
-
-from conftest import VENV_BIN
 
 pytestmark = pytest.mark.slow
 
 
-def test_arecall_run_corpus_vectors_prints_verity_table_with_auto_rows(tmp_path, monkeypatch):
-    uri = f"sqlite:///{tmp_path}/store.db"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+def test_arecall_run_corpus_vectors_prints_verity_table_with_auto_rows(
+    tmp_path, mlflow_store, arecall
+):
+    uri = mlflow_store
     out = tmp_path / "out"
-    proc = subprocess.run(
-        [str(VENV_BIN / "arecall"), "run", "corpus=vectors", "index=hnsw", f"hydra.run.dir={out}"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = arecall("run", "corpus=vectors", "index=hnsw", f"hydra.run.dir={out}")
     assert proc.returncode == 0, proc.stderr
     table = pd.read_csv(out / "vector_search.csv")
     assert list(table.groupby("selectivity")["matching"].first()) == [21, 79, 228, 611, 2000]

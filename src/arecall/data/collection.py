@@ -3,8 +3,9 @@
 A `Collection` is five tables: documents, queries, qrels, principals and the ACL (which
 principal may use which document). Sources (`arecall.data.sources`) produce it; authorization
 models (`arecall.data.authorization`) rewrite its ACL; retrievers and scoring read it as sparse
-matrices. Document rows are kept sorted by id so that a row index breaks score ties exactly as the seed does (by
-ascending id). On disk it is a directory of Parquet files: columnar, typed, never pickled.
+matrices. Document rows are kept sorted by id so that a row index breaks score ties exactly as
+the seed does (by ascending id). On disk it is a directory of Parquet files: columnar, typed,
+never pickled.
 """
 
 from __future__ import annotations

@@ -9,48 +9,106 @@ calibrated so that recall stays above a target. Every number is measured against
 answer computed in the same process (verity's method), reported as verity's table plus the
 Authorized-Recall columns.
 
-Modules: ``generator`` (verity's corpus), ``index`` (faiss exact/HNSW), ``placement`` (the four
-placements and the planner), ``oracle`` (``recall_loss`` and the metrics), ``experiment`` (the
-table, Markdown, plot, store audit), ``stores`` (store adapters), ``bench`` (the 1M benchmark).
+Modules: ``config`` (the typed ``index`` and ``corpus=vectors`` configs, every default once),
+``generator`` (verity's corpus), ``index`` (faiss exact/HNSW), ``placement`` (the four
+placements and the planner), ``oracle`` (``recall_loss`` and the metrics), ``measurement`` (the
+table, Markdown, plot, store audit), ``stores`` (one file per store — faiss, LanceDB — and the
+``STORES`` registry), ``bench`` (the 1M benchmark).
 """
 
 from __future__ import annotations
 
-from arecall.vector.experiment import (
-    TABLE_COLUMNS,
-    TIMING_COLUMNS,
-    audit,
-    deterministic_columns,
-    experiment,
-    measure_placements,
-    plot_experiment,
-    render_markdown,
-)
-from arecall.vector.generator import BenchData, generate, generate_lowrank, l2_normalise
-from arecall.vector.index import Hits, VectorIndex, build_index, set_threads
-from arecall.vector.oracle import PlacementScore, recall_loss, score_hits
-from arecall.vector.placement import (
-    PLACEMENTS,
-    AutoPlanner,
-    Plan,
-    auto,
-    calibrate_auto,
-    place,
-    post,
-    pre,
-    pushdown,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Public names and the submodule defining each, imported on first use: importing
+# `arecall.vector.config` (every config check does) must not load faiss, LanceDB or matplotlib.
+_LAZY = {
+    "AutoPlanner": "arecall.vector.placement",
+    "Below": "arecall.vector.stores",
+    "BenchData": "arecall.vector.generator",
+    "DEFAULT_GRAPH_COST": "arecall.vector.placement",
+    "Hits": "arecall.vector.index",
+    "IndexConfig": "arecall.vector.config",
+    "PLACEMENTS": "arecall.vector.placement",
+    "PlacementScore": "arecall.vector.oracle",
+    "Plan": "arecall.vector.placement",
+    "STORES": "arecall.vector.stores",
+    "TABLE_COLUMNS": "arecall.vector.measurement",
+    "TIMING_COLUMNS": "arecall.vector.measurement",
+    "VectorIndex": "arecall.vector.index",
+    "VectorStore": "arecall.vector.stores",
+    "VectorsCorpusConfig": "arecall.vector.config",
+    "audit": "arecall.vector.measurement",
+    "auto": "arecall.vector.placement",
+    "build_index": "arecall.vector.index",
+    "calibrate_auto": "arecall.vector.placement",
+    "deterministic_columns": "arecall.vector.measurement",
+    "experiment": "arecall.vector.measurement",
+    "generate": "arecall.vector.generator",
+    "generate_lowrank": "arecall.vector.generator",
+    "l2_normalise": "arecall.vector.generator",
+    "make_store": "arecall.vector.stores",
+    "measure_placements": "arecall.vector.measurement",
+    "measure_store": "arecall.vector.measurement",
+    "place": "arecall.vector.placement",
+    "plot_experiment": "arecall.vector.measurement",
+    "post": "arecall.vector.placement",
+    "pre": "arecall.vector.placement",
+    "pushdown": "arecall.vector.placement",
+    "recall_loss": "arecall.vector.oracle",
+    "render_markdown": "arecall.vector.measurement",
+    "score_hits": "arecall.vector.oracle",
+    "set_threads": "arecall.vector.index",
+}
+
+if TYPE_CHECKING:
+    from arecall.vector.config import IndexConfig, VectorsCorpusConfig
+    from arecall.vector.generator import BenchData, generate, generate_lowrank, l2_normalise
+    from arecall.vector.index import Hits, VectorIndex, build_index, set_threads
+    from arecall.vector.measurement import (
+        TABLE_COLUMNS,
+        TIMING_COLUMNS,
+        audit,
+        deterministic_columns,
+        experiment,
+        measure_placements,
+        measure_store,
+        plot_experiment,
+        render_markdown,
+    )
+    from arecall.vector.oracle import PlacementScore, recall_loss, score_hits
+    from arecall.vector.placement import (
+        DEFAULT_GRAPH_COST,
+        PLACEMENTS,
+        AutoPlanner,
+        Plan,
+        auto,
+        calibrate_auto,
+        place,
+        post,
+        pre,
+        pushdown,
+    )
+    from arecall.vector.stores import STORES, Below, VectorStore, make_store
+
 
 __all__ = [
+    "DEFAULT_GRAPH_COST",
     "PLACEMENTS",
+    "STORES",
     "TABLE_COLUMNS",
     "TIMING_COLUMNS",
     "AutoPlanner",
+    "Below",
     "BenchData",
     "Hits",
+    "IndexConfig",
     "PlacementScore",
     "Plan",
     "VectorIndex",
+    "VectorStore",
+    "VectorsCorpusConfig",
     "audit",
     "auto",
     "build_index",
@@ -60,7 +118,9 @@ __all__ = [
     "generate",
     "generate_lowrank",
     "l2_normalise",
+    "make_store",
     "measure_placements",
+    "measure_store",
     "place",
     "plot_experiment",
     "post",
@@ -71,3 +131,11 @@ __all__ = [
     "score_hits",
     "set_threads",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'arecall.vector' has no attribute {name!r}")

@@ -24,16 +24,18 @@ best of ``repeats`` runs.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_positive_int, check_selectivities
+from arecall.vector._timing import clock
+from arecall.vector.config import IndexConfig, VectorsCorpusConfig
 from arecall.vector.generator import BenchData, generate, generate_lowrank
 from arecall.vector.index import Hits, VectorIndex, build_index, set_threads
 from arecall.vector.oracle import recall_loss
@@ -73,35 +75,116 @@ def _mean_recall(hits: Hits, oracle: Hits) -> float:
     return float(np.mean([recall_loss(a, b)[0] for a, b in pairs]))
 
 
-def _clock(fn: Callable[..., Any], *args: Any, repeats: int = 1) -> tuple[Any, float]:
-    """Result of ``fn(*args)`` and its best wall time over ``repeats`` runs.
+def _build(
+    dataset: str,
+    *,
+    n_docs: int,
+    dims: int,
+    n_queries: int,
+    seed: int,
+    k: int,
+    m: int,
+    ef_construction: int,
+    ef_search: int,
+    target_recall: float,
+    graph_cost: float,
+    say: Callable[[str], None],
+) -> tuple[BenchData, VectorIndex, AutoPlanner, tuple[float, float, float]]:
+    """Generate the corpus, build its HNSW graph (multi-threaded) and calibrate ``auto``.
 
-    The minimum, not the mean: on a shared box other processes only ever add time, so the
-    fastest run is the best estimate of what the method itself costs.
+    Returns the corpus, the index, the planner and the seconds each of the three steps took.
     """
-    best = float("inf")
-    out: Any = None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = fn(*args)
-        best = min(best, time.perf_counter() - start)
-    return out, best
+    maker = generate if dataset == "verity" else generate_lowrank
+    data, t_gen = clock(maker, n_docs, dims, n_queries, seed)
+    say(f"{dataset}: generated {n_docs:,} x {dims} in {t_gen:.1f} s")
+    index, t_build = clock(
+        build_index,
+        data.vectors,
+        kind="hnsw",
+        m=m,
+        ef_construction=ef_construction,
+        ef_search=ef_search,
+        deterministic=False,
+    )
+    say(f"{dataset}: HNSW M={m} efConstruction={ef_construction} built in {t_build:.1f} s")
+    planner, t_cal = clock(
+        calibrate_auto,
+        index,
+        k,
+        queries=data.calibration_queries(),
+        target_recall=target_recall,
+        graph_cost=graph_cost,
+    )
+    say(f"{dataset}: auto calibrated in {t_cal:.1f} s: ef_base={planner.ef_base}")
+    return data, index, planner, (t_gen, t_build, t_cal)
+
+
+def _measure_selectivity(
+    index: VectorIndex,
+    planner: AutoPlanner,
+    queries: npt.NDArray[np.float32],
+    mask: npt.NDArray[np.bool_],
+    *,
+    k: int,
+    repeats: int,
+) -> list[tuple[str, Hits, float, str, float]]:
+    """Each placement's hits, best time and plan at one selectivity, plus the ``pre`` time.
+
+    Rows are ``(mode, hits, seconds, plan, pre_seconds)`` in the order post, pushdown, auto,
+    pre; ``pre`` is the exact scan of the authorized subset, i.e. the oracle.
+    """
+    ef = f"ef={index.ef_search}"
+    oracle, t_pre = clock(index.exact, queries, k, mask, repeats=repeats)
+    post_hits, t_post = clock(post, index, queries, k, mask, repeats=repeats)
+    push_hits, t_push = clock(pushdown, index, queries, k, mask, repeats=repeats)
+    (auto_hits, plan), t_auto = clock(auto, index, queries, k, mask, planner, repeats=repeats)
+    return [
+        ("post", post_hits, t_post, ef, t_pre),
+        ("pushdown", push_hits, t_push, ef, t_pre),
+        ("auto", auto_hits, t_auto, str(plan), t_pre),
+        ("pre", oracle, t_pre, "scan", t_pre),
+    ]
+
+
+def _rows(
+    dataset: str,
+    selectivity: float,
+    matching: int,
+    runs: list[tuple[str, Hits, float, str, float]],
+    n_queries: int,
+) -> list[dict[str, Any]]:
+    """Table rows of one selectivity: recall against the ``pre`` hits, QPS, speed-up over pre."""
+    oracle = runs[-1][1]
+    return [
+        {
+            "dataset": dataset,
+            "selectivity": selectivity,
+            "matching": matching,
+            "mode": mode,
+            "recall": _mean_recall(hits, oracle),
+            "returned": float(hits.returned().mean()),
+            "qps": n_queries / max(seconds, 1e-9),
+            "speedup": t_pre / max(seconds, 1e-9),
+            "plan": label,
+        }
+        for mode, hits, seconds, label, t_pre in runs
+    ]
 
 
 def run_benchmark(
     *,
     n_docs: int = 1_000_000,
-    dims: int = 128,
+    dims: int = VectorsCorpusConfig.dims,
     n_queries: int = 1000,
     selectivities: Sequence[float] = (0.001, 0.01, 0.1, 0.5, 1.0),
-    k: int = 10,
+    k: int = VectorsCorpusConfig.k,
     dataset: str = "verity",
-    m: int = 16,
-    ef_construction: int = 40,
-    ef_search: int = 64,
-    seed: int = 42,
+    m: int = IndexConfig.m,
+    ef_construction: int = IndexConfig.ef_construction,
+    ef_search: int = IndexConfig.ef_search,
+    seed: int = VectorsCorpusConfig.seed,
     threads: int | None = 2,
-    target_recall: float = 0.95,
+    target_recall: float = IndexConfig.target_recall,
     graph_cost: float = DEFAULT_GRAPH_COST,
     repeats: int = 3,
     log: Callable[[str], None] | None = None,
@@ -141,33 +224,20 @@ def run_benchmark(
     if dataset not in BENCH_DATASETS:
         raise ArecallError(f"dataset={dataset!r}: must be one of {', '.join(BENCH_DATASETS)}")
     set_threads(threads)
-    maker = generate if dataset == "verity" else generate_lowrank
-    data: BenchData
-    data, t_gen = _clock(lambda: maker(n_docs, dims, n_queries, seed))
-    say(f"{dataset}: generated {n_docs:,} x {dims} in {t_gen:.1f} s")
-    index: VectorIndex
-    index, t_build = _clock(
-        lambda: build_index(
-            data.vectors,
-            kind="hnsw",
-            m=m,
-            ef_construction=ef_construction,
-            ef_search=ef_search,
-            deterministic=False,
-        )
+    data, index, planner, (t_gen, t_build, t_cal) = _build(
+        dataset,
+        n_docs=n_docs,
+        dims=dims,
+        n_queries=n_queries,
+        seed=seed,
+        k=k,
+        m=m,
+        ef_construction=ef_construction,
+        ef_search=ef_search,
+        target_recall=target_recall,
+        graph_cost=graph_cost,
+        say=say,
     )
-    say(f"{dataset}: HNSW M={m} efConstruction={ef_construction} built in {t_build:.1f} s")
-    planner: AutoPlanner
-    planner, t_cal = _clock(
-        lambda: calibrate_auto(
-            index,
-            k,
-            queries=data.calibration_queries(),
-            target_recall=target_recall,
-            graph_cost=graph_cost,
-        )
-    )
-    say(f"{dataset}: auto calibrated in {t_cal:.1f} s: ef_base={planner.ef_base}")
     q = data.queries
     index.exact(q[:8], k)  # warm-up: BLAS threads, page faults
     rows = []
@@ -177,29 +247,8 @@ def run_benchmark(
         if matching < k:
             say(f"{dataset}: selectivity {s} has {matching} < k matches, skipped")
             continue
-        oracle, t_pre = _clock(index.exact, q, k, mask, repeats=repeats)
-        runs: list[tuple[str, Hits, float, str]] = []
-        hits, t = _clock(post, index, q, k, mask, repeats=repeats)
-        runs.append(("post", hits, t, f"ef={ef_search}"))
-        hits, t = _clock(pushdown, index, q, k, mask, repeats=repeats)
-        runs.append(("pushdown", hits, t, f"ef={ef_search}"))
-        (hits, plan), t = _clock(auto, index, q, k, mask, planner, repeats=repeats)
-        runs.append(("auto", hits, t, str(plan)))
-        runs.append(("pre", oracle, t_pre, "scan"))
-        for mode, hits, seconds, label in runs:
-            rows.append(
-                {
-                    "dataset": dataset,
-                    "selectivity": s,
-                    "matching": matching,
-                    "mode": mode,
-                    "recall": _mean_recall(hits, oracle),
-                    "returned": float(hits.returned().mean()),
-                    "qps": q.shape[0] / max(seconds, 1e-9),
-                    "speedup": t_pre / max(seconds, 1e-9),
-                    "plan": label,
-                }
-            )
+        runs = _measure_selectivity(index, planner, q, mask, k=k, repeats=repeats)
+        rows += _rows(dataset, s, matching, runs, q.shape[0])
         say(f"{dataset}: selectivity {s} done")
     return BenchResult(
         table=pd.DataFrame(rows),

@@ -38,6 +38,7 @@ from arecall.vector._checks import (
     check_matrix,
     check_positive_int,
 )
+from arecall.vector.config import IndexConfig
 
 __all__ = [
     "INDEX_KINDS",
@@ -313,10 +314,10 @@ def _top_k(
 def build_index(
     vectors: Any,
     *,
-    kind: str = "hnsw",
-    m: int = 16,
-    ef_construction: int = 40,
-    ef_search: int = 64,
+    kind: str = IndexConfig.name,
+    m: int = IndexConfig.m,
+    ef_construction: int = IndexConfig.ef_construction,
+    ef_search: int = IndexConfig.ef_search,
     deterministic: bool = True,
 ) -> VectorIndex:
     """Build an ``exact`` (flat scan, as IndexFlatIP) or ``hnsw`` (IndexHNSWFlat, IP) index.

@@ -17,30 +17,23 @@ its graph from an unseeded generator, so its rows vary slightly between runs
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from arecall.io.atomic import atomic_path
 from arecall.core.errors import ArecallError
+from arecall.io.atomic import atomic_path
 from arecall.vector._checks import check_k, check_mask, check_positive_int, check_selectivities
+from arecall.vector._timing import clock
+from arecall.vector.config import PLACEMENTS, SELECTIVITIES, IndexConfig, VectorsCorpusConfig
 from arecall.vector.generator import BenchData, generate
 from arecall.vector.index import Hits, VectorIndex, build_index
 from arecall.vector.oracle import score_hits
-from arecall.vector.placement import (
-    DEFAULT_GRAPH_COST,
-    AutoPlanner,
-    auto,
-    calibrate_auto,
-    check_placements,
-    post,
-    pushdown,
-)
-from arecall.vector.stores import Below, make_store
+from arecall.vector.placement import DEFAULT_GRAPH_COST, AutoPlanner, answer, check_placements
+from arecall.vector.stores import Below, VectorStore, make_store, store_from_config
 
 __all__ = [
     "TABLE_COLUMNS",
@@ -49,6 +42,7 @@ __all__ = [
     "deterministic_columns",
     "experiment",
     "measure_placements",
+    "measure_store",
     "plot_experiment",
     "render_markdown",
 ]
@@ -70,10 +64,51 @@ TABLE_COLUMNS: tuple[str, ...] = (
 TIMING_COLUMNS: tuple[str, ...] = ("qps",)
 
 
-def _timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
-    start = time.perf_counter()
-    out = fn(*args, **kwargs)
-    return out, time.perf_counter() - start
+def _row(
+    mode: str,
+    hits: Hits,
+    plan: str,
+    seconds: float,
+    oracle: Hits,
+    mask: npt.NDArray[np.bool_],
+    k: int,
+    unfiltered: Hits,
+) -> dict[str, Any]:
+    """One table row (no ``selectivity``): ``hits`` scored against the oracle, and its speed."""
+    score = score_hits(hits, oracle, mask, k, unfiltered)
+    return {
+        "matching": int(mask.sum()),
+        "mode": mode,
+        "returned": score.returned,
+        "recall": score.recall,
+        "short": score.short,
+        "arecall": score.arecall,
+        "u_at_k": score.u_at_k,
+        "plan": plan,
+        "qps": oracle.ids.shape[0] / max(seconds, 1e-9),
+    }
+
+
+def _placement_rows(
+    answer_with: Callable[[str], tuple[Hits, str]],
+    oracle_scan: Callable[[], Hits],
+    mask: npt.NDArray[np.bool_],
+    *,
+    k: int,
+    modes: Sequence[str],
+    unfiltered: Hits,
+) -> list[dict[str, Any]]:
+    """Score each placement for one filter: ``pre`` is the timed oracle scan, the rest
+    ``answer_with(mode)`` (hits and plan), each timed."""
+    oracle, oracle_seconds = clock(oracle_scan)
+    rows = []
+    for mode in modes:
+        if mode == "pre":
+            hits, plan, seconds = oracle, "scan", oracle_seconds
+        else:
+            (hits, plan), seconds = clock(answer_with, mode)
+        rows.append(_row(mode, hits, plan, seconds, oracle, mask, k, unfiltered))
+    return rows
 
 
 def measure_placements(
@@ -81,8 +116,8 @@ def measure_placements(
     queries: Any,
     allowed: Any,
     *,
-    k: int = 10,
-    placements: Sequence[str] = ("post", "pushdown", "pre", "auto"),
+    k: int = VectorsCorpusConfig.k,
+    placements: Sequence[str] = PLACEMENTS,
     planner: AutoPlanner | None = None,
     ef_search: int | None = None,
     unfiltered: Hits | None = None,
@@ -130,37 +165,69 @@ def measure_placements(
         raise ArecallError("placement=auto: needs a planner from calibrate_auto()")
     if unfiltered is None:
         unfiltered = index.exact(q, k)
-    oracle, oracle_seconds = _timed(index.exact, q, k, mask)
-    ef = index.ef_search if ef_search is None else ef_search
-    graph_plan = "scan" if index.kind == "exact" else f"ef={ef}"
-    rows: list[dict[str, Any]] = []
+    return _placement_rows(
+        lambda mode: answer(mode, index, q, k, mask, ef_search=ef_search, planner=planner),
+        lambda: index.exact(q, k, mask),
+        mask,
+        k=k,
+        modes=modes,
+        unfiltered=unfiltered,
+    )
+
+
+def measure_store(
+    store: VectorStore,
+    oracle_index: VectorIndex,
+    queries: Any,
+    where: Below,
+    attributes: Mapping[str, npt.NDArray[Any]],
+    *,
+    k: int = VectorsCorpusConfig.k,
+    placements: Sequence[str] = PLACEMENTS,
+    unfiltered: Hits | None = None,
+) -> list[dict[str, Any]]:
+    """Score each placement a built ``store`` answers for one filter, against the oracle.
+
+    ``pre`` is the exact scan of the documents ``where`` admits, by ``oracle_index`` (an index
+    over the same vectors), timed; every other placement is ``store.place``. ``auto`` needs
+    ``store.calibrate`` first.
+
+    Examples
+    --------
+    >>> from arecall.vector.stores import FaissStore
+    >>> data = generate(200, 8, 5)
+    >>> store = FaissStore()
+    >>> store.build(data.vectors, {"draw": data.draws})
+    >>> rows = measure_store(store, build_index(data.vectors, kind="exact"), data.queries,
+    ...     Below("draw", 0.3), {"draw": data.draws}, k=5, placements=["post", "pre"])
+    >>> [(row["mode"], row["plan"]) for row in rows]
+    [('post', 'ef=64'), ('pre', 'scan')]
+    """
+    k = check_k(k)
+    q = oracle_index.check_queries(queries)
+    mask = where.mask(attributes)
+    modes = _store_placements(store, placements)
+    if unfiltered is None:
+        unfiltered = oracle_index.exact(q, k)
+    return _placement_rows(
+        lambda mode: store.place(mode, q, k, where),
+        lambda: oracle_index.exact(q, k, mask),
+        mask,
+        k=k,
+        modes=modes,
+        unfiltered=unfiltered,
+    )
+
+
+def _store_placements(store: VectorStore, placements: Sequence[str]) -> tuple[str, ...]:
+    modes = check_placements(placements)
     for mode in modes:
-        plan = graph_plan
-        if mode == "pre":
-            hits, seconds, plan = oracle, oracle_seconds, "scan"
-        elif mode == "post":
-            hits, seconds = _timed(post, index, q, k, mask, ef_search=ef_search)
-        elif mode == "pushdown":
-            hits, seconds = _timed(pushdown, index, q, k, mask, ef_search=ef_search)
-        else:
-            assert planner is not None
-            (hits, chosen), seconds = _timed(auto, index, q, k, mask, planner)
-            plan = str(chosen)
-        score = score_hits(hits, oracle, mask, k, unfiltered)
-        rows.append(
-            {
-                "matching": int(mask.sum()),
-                "mode": mode,
-                "returned": score.returned,
-                "recall": score.recall,
-                "short": score.short,
-                "arecall": score.arecall,
-                "u_at_k": score.u_at_k,
-                "plan": plan,
-                "qps": q.shape[0] / max(seconds, 1e-9),
-            }
-        )
-    return rows
+        if mode != "pre" and mode not in store.placements:
+            raise ArecallError(
+                f"index.placements: store {store.name} does not answer {mode!r} "
+                f"(it answers {', '.join(store.placements)} and pre)"
+            )
+    return modes
 
 
 def _frame(rows: Iterable[dict[str, Any]], k: int) -> pd.DataFrame:
@@ -171,28 +238,29 @@ def _frame(rows: Iterable[dict[str, Any]], k: int) -> pd.DataFrame:
 
 def experiment(
     *,
-    n_docs: int = 2000,
-    dims: int = 128,
-    n_queries: int = 50,
-    seed: int = 42,
-    selectivities: Sequence[float] = (0.01, 0.03, 0.10, 0.30, 1.0),
-    k: int = 10,
-    index: str = "hnsw",
-    m: int = 16,
-    ef_construction: int = 40,
-    ef_search: int = 64,
-    placements: Sequence[str] = ("post", "pushdown", "pre", "auto"),
-    target_recall: float = 0.95,
+    n_docs: int = VectorsCorpusConfig.n_docs,
+    dims: int = VectorsCorpusConfig.dims,
+    n_queries: int = VectorsCorpusConfig.n_queries,
+    seed: int = VectorsCorpusConfig.seed,
+    selectivities: Sequence[float] = SELECTIVITIES,
+    k: int = VectorsCorpusConfig.k,
+    index: str = IndexConfig.name,
+    m: int = IndexConfig.m,
+    ef_construction: int = IndexConfig.ef_construction,
+    ef_search: int = IndexConfig.ef_search,
+    placements: Sequence[str] = PLACEMENTS,
+    target_recall: float = IndexConfig.target_recall,
+    store: str = IndexConfig.store,
     graph_cost: float = DEFAULT_GRAPH_COST,
     n_calibration: int = 100,
     threads: int | None = None,
     data: BenchData | None = None,
 ) -> pd.DataFrame:
-    """verity's table on faiss: every placement at every selectivity, against the oracle.
+    """verity's table: every placement at every selectivity, against the oracle, on a store.
 
     Defaults are verity 0.1.1's (2,000 × 128, 50 queries, k=10, M=16, efSearch=64, seed 42,
-    selectivities 1–100%). A selectivity with fewer than ``k`` matching documents is skipped,
-    as verity does. ``auto`` is calibrated once, on ``n_calibration`` held-out queries.
+    selectivities 1–100%) on faiss. A selectivity with fewer than ``k`` matching documents is
+    skipped, as verity does. ``auto`` is calibrated once, on ``n_calibration`` held-out queries.
 
     Parameters
     ----------
@@ -205,8 +273,11 @@ def experiment(
     m, ef_construction, ef_search : int
         HNSW parameters; ``ef_search`` must be ≥ k.
     placements : sequence of str
+        Each answered by the store (``pre``, the oracle scan, always is).
     target_recall, graph_cost : float
         ``auto`` planner parameters (see :mod:`arecall.vector.placement`).
+    store : str
+        A name in ``arecall.vector.stores.STORES`` holding the index (``faiss`` by default).
     n_calibration : int
         Held-out queries for the ``auto`` calibration.
     threads : int, optional
@@ -237,40 +308,56 @@ def experiment(
         data = generate(n_docs, dims, n_queries, seed)
     if k > data.n_docs:
         raise ArecallError(f"k={k}: exceeds n_docs={data.n_docs}")
-    idx = build_index(
-        data.vectors, kind=index, m=m, ef_construction=ef_construction, ef_search=ef_search
+    config = IndexConfig(
+        name=index,
+        m=m,
+        ef_construction=ef_construction,
+        ef_search=ef_search,
+        placements=list(modes),
+        target_recall=target_recall,
+        store=store,
     )
-    planner = None
-    if "auto" in modes:
-        planner = calibrate_auto(
-            idx,
-            k,
-            queries=data.calibration_queries(n_calibration),
-            target_recall=target_recall,
-            graph_cost=graph_cost,
-        )
-    unfiltered = idx.exact(data.queries, k)
+    oracle_index = build_index(data.vectors, kind="exact")
+    attributes = {"draw": data.draws}
     rows = []
-    for s in sels:
-        mask = data.mask(s)
-        if int(mask.sum()) < k:
-            continue
-        for row in measure_placements(
-            idx, data.queries, mask, k=k, placements=modes, planner=planner, unfiltered=unfiltered
-        ):
-            rows.append({"selectivity": s, **row})
+    with store_from_config(config) as adapter:
+        _store_placements(adapter, modes)
+        adapter.build(data.vectors, attributes)
+        if "auto" in modes:
+            adapter.calibrate(
+                k,
+                data.calibration_queries(n_calibration),
+                target_recall=target_recall,
+                graph_cost=graph_cost,
+            )
+        unfiltered = oracle_index.exact(data.queries, k)
+        for s in sels:
+            where = Below("draw", s)
+            if int(where.mask(attributes).sum()) < k:
+                continue
+            for row in measure_store(
+                adapter,
+                oracle_index,
+                data.queries,
+                where,
+                attributes,
+                k=k,
+                placements=modes,
+                unfiltered=unfiltered,
+            ):
+                rows.append({"selectivity": s, **row})
     return _frame(rows, k)
 
 
 def audit(
     *,
     store: str = "lancedb",
-    n_docs: int = 2000,
-    dims: int = 128,
-    n_queries: int = 50,
-    seed: int = 42,
-    selectivities: Sequence[float] = (0.01, 0.03, 0.10, 0.30, 1.0),
-    k: int = 10,
+    n_docs: int = VectorsCorpusConfig.n_docs,
+    dims: int = VectorsCorpusConfig.dims,
+    n_queries: int = VectorsCorpusConfig.n_queries,
+    seed: int = VectorsCorpusConfig.seed,
+    selectivities: Sequence[float] = SELECTIVITIES,
+    k: int = VectorsCorpusConfig.k,
     store_params: dict[str, Any] | None = None,
     data: BenchData | None = None,
 ) -> pd.DataFrame:
@@ -317,22 +404,18 @@ def audit(
                 continue
             oracle = oracle_index.exact(data.queries, k, mask)
             for label, prefilter in (("post", False), ("pre", True)):
-                hits, seconds = _timed(adapter.search, data.queries, k, where, prefilter=prefilter)
-                score = score_hits(hits, oracle, mask, k, unfiltered)
-                rows.append(
-                    {
-                        "selectivity": s,
-                        "matching": int(mask.sum()),
-                        "mode": f"{adapter.name}/{label}",
-                        "returned": score.returned,
-                        "recall": score.recall,
-                        "short": score.short,
-                        "arecall": score.arecall,
-                        "u_at_k": score.u_at_k,
-                        "plan": f"prefilter={prefilter}",
-                        "qps": data.queries.shape[0] / max(seconds, 1e-9),
-                    }
+                hits, seconds = clock(adapter.search, data.queries, k, where, prefilter=prefilter)
+                row = _row(
+                    f"{adapter.name}/{label}",
+                    hits,
+                    f"prefilter={prefilter}",
+                    seconds,
+                    oracle,
+                    mask,
+                    k,
+                    unfiltered,
                 )
+                rows.append({"selectivity": s, **row})
     return _frame(rows, k)
 
 

@@ -53,6 +53,7 @@ import numpy.typing as npt
 
 from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_mask, check_positive_int
+from arecall.vector.config import PLACEMENTS, IndexConfig
 from arecall.vector.index import Hits, VectorIndex
 
 __all__ = [
@@ -60,6 +61,7 @@ __all__ = [
     "PLACEMENTS",
     "AutoPlanner",
     "Plan",
+    "answer",
     "auto",
     "calibrate_auto",
     "check_placements",
@@ -69,8 +71,6 @@ __all__ = [
     "pushdown",
     "synthetic_queries",
 ]
-
-PLACEMENTS: tuple[str, ...] = ("post", "pushdown", "pre", "auto")
 
 _faiss: Any = faiss  # hnsw_stats is missing from faiss's bundled stubs
 
@@ -263,7 +263,7 @@ def calibrate_auto(
     k: int,
     *,
     queries: Any = None,
-    target_recall: float = 0.95,
+    target_recall: float = IndexConfig.target_recall,
     margin: float = 0.02,
     graph_cost: float = DEFAULT_GRAPH_COST,
     n_sample: int = 100,
@@ -398,6 +398,45 @@ def auto(
     return hits, plan
 
 
+def answer(
+    placement: str,
+    index: VectorIndex,
+    queries: Any,
+    k: int,
+    allowed: Any,
+    *,
+    ef_search: int | None = None,
+    planner: AutoPlanner | None = None,
+) -> tuple[Hits, str]:
+    """The hits of one placement and its plan as the tables print it.
+
+    The plan says what was run: ``scan`` for an exhaustive scan (``pre``, or any placement on
+    an ``exact`` index), ``ef=N`` for a graph search at efSearch N, and for ``auto`` the plan
+    it chose. ``auto`` needs a ``planner`` (from :func:`calibrate_auto`).
+
+    Examples
+    --------
+    >>> from arecall.vector.index import build_index
+    >>> idx = build_index(np.eye(2, dtype=np.float32), kind="hnsw", ef_search=4)
+    >>> hits, plan = answer("post", idx, [[1, 0]], 1, np.array([False, True]))
+    >>> hits.rows(), plan
+    ([[]], 'ef=4')
+    """
+    if placement == "pre":
+        return pre(index, queries, k, allowed), "scan"
+    if placement == "auto":
+        if planner is None:
+            raise ArecallError("placement=auto: needs a planner from calibrate_auto()")
+        hits, plan = auto(index, queries, k, allowed, planner)
+        return hits, str(plan)
+    if placement not in ("post", "pushdown"):
+        raise ArecallError(f"placement={placement!r}: must be one of {', '.join(PLACEMENTS)}")
+    search = post if placement == "post" else pushdown
+    ef = index.ef_search if ef_search is None else ef_search
+    label = "scan" if index.kind == "exact" else f"ef={ef}"
+    return search(index, queries, k, allowed, ef_search=ef_search), label
+
+
 def place(
     placement: str,
     index: VectorIndex,
@@ -419,17 +458,7 @@ def place(
     >>> place("pre", idx, [[1, 0]], 1, np.array([False, True])).rows()
     [[1]]
     """
-    if placement == "post":
-        return post(index, queries, k, allowed, ef_search=ef_search)
-    if placement == "pushdown":
-        return pushdown(index, queries, k, allowed, ef_search=ef_search)
-    if placement == "pre":
-        return pre(index, queries, k, allowed)
-    if placement == "auto":
-        if planner is None:
-            raise ArecallError("placement=auto: needs a planner from calibrate_auto()")
-        return auto(index, queries, k, allowed, planner)[0]
-    raise ArecallError(f"placement={placement!r}: must be one of {', '.join(PLACEMENTS)}")
+    return answer(placement, index, queries, k, allowed, ef_search=ef_search, planner=planner)[0]
 
 
 def check_placements(placements: Sequence[str]) -> tuple[str, ...]:

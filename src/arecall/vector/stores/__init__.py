@@ -1,6 +1,8 @@
-"""Vector-store adapters for the filter-placement audit (one file per store).
+"""Vector stores (one file per store), reached by name from ``experiment`` and ``audit``.
 
-``make_store(name, **params)`` builds an adapter by name, so a Hydra config can pick one.
+``STORES`` is the registry: adding a store is one module with a `VectorStore` subclass and one
+line below. ``make_store(name, **params)`` builds one with explicit parameters (``audit``);
+``store_from_config(index)`` builds the one an ``index`` config names (``experiment``).
 """
 
 from __future__ import annotations
@@ -8,22 +10,64 @@ from __future__ import annotations
 from typing import Any
 
 from arecall.core.errors import ArecallError
-from arecall.vector.stores.base import Below, VectorStore
+from arecall.vector.config import IndexConfig
+from arecall.vector.stores.base import Below, VectorStore, check_attributes
+from arecall.vector.stores.faiss import FaissStore
 from arecall.vector.stores.lancedb import LanceDBStore
 
-__all__ = ["STORES", "Below", "LanceDBStore", "VectorStore", "make_store"]
+__all__ = [
+    "STORES",
+    "Below",
+    "FaissStore",
+    "LanceDBStore",
+    "VectorStore",
+    "check_attributes",
+    "make_store",
+    "store_class",
+    "store_from_config",
+]
 
-STORES: dict[str, type[VectorStore]] = {"lancedb": LanceDBStore}
+#: Store name -> adapter class; one line per store.
+STORES: dict[str, type[VectorStore]] = {
+    "faiss": FaissStore,
+    "lancedb": LanceDBStore,
+}
+
+
+def store_class(name: str, *, key: str = "store") -> type[VectorStore]:
+    """The adapter class registered as ``name``; ``key`` names the setting in the error.
+
+    Examples
+    --------
+    >>> store_class("faiss").__name__
+    'FaissStore'
+    >>> store_class("milvus", key="index.store")
+    Traceback (most recent call last):
+    ...
+    arecall.core.errors.ArecallError: index.store='milvus': must be one of faiss, lancedb
+    """
+    if name not in STORES:
+        raise ArecallError(f"{key}={name!r}: must be one of {', '.join(sorted(STORES))}")
+    return STORES[name]
 
 
 def make_store(name: str, **params: Any) -> VectorStore:
-    """Instantiate the adapter registered as ``name``.
+    """Instantiate the adapter registered as ``name`` with keyword ``params``.
 
     Examples
     --------
     >>> make_store("lancedb").name
     'lancedb'
     """
-    if name not in STORES:
-        raise ArecallError(f"store={name!r}: must be one of {', '.join(sorted(STORES))}")
-    return STORES[name](**params)
+    return store_class(name)(**params)
+
+
+def store_from_config(index: IndexConfig) -> VectorStore:
+    """The store ``index.store`` names, configured from the ``index`` config.
+
+    Examples
+    --------
+    >>> store_from_config(IndexConfig(name="exact")).name
+    'faiss'
+    """
+    return store_class(index.store, key="index.store").from_config(index)

@@ -29,8 +29,9 @@ import numpy.typing as npt
 
 from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_matrix, check_positive_int
+from arecall.vector.config import IndexConfig
 from arecall.vector.index import Hits
-from arecall.vector.stores.base import Below, VectorStore
+from arecall.vector.stores.base import Below, VectorStore, check_attributes
 
 __all__ = ["LANCEDB_INDEX_TYPES", "LanceDBStore"]
 
@@ -65,9 +66,9 @@ class LanceDBStore(VectorStore):
         self,
         *,
         index_type: str = "IVF_HNSW_FLAT",
-        m: int = 16,
-        ef_construction: int = 40,
-        ef_search: int = 64,
+        m: int = IndexConfig.m,
+        ef_construction: int = IndexConfig.ef_construction,
+        ef_search: int = IndexConfig.ef_search,
         num_partitions: int = 1,
     ) -> None:
         if index_type not in LANCEDB_INDEX_TYPES:
@@ -81,6 +82,22 @@ class LanceDBStore(VectorStore):
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._table: Any = None
         self._dims = 0
+
+    @classmethod
+    def from_config(cls, index: IndexConfig) -> LanceDBStore:
+        """``index=hnsw``: an ``IVF_HNSW_FLAT`` graph with the config's HNSW parameters.
+
+        Examples
+        --------
+        >>> LanceDBStore.from_config(IndexConfig(m=8)).m
+        8
+        """
+        if index.name != "hnsw":
+            raise ArecallError(
+                f"index.name={index.name!r}: store lancedb builds an HNSW index only "
+                "(index=hnsw, or index.store=faiss)"
+            )
+        return cls(m=index.m, ef_construction=index.ef_construction, ef_search=index.ef_search)
 
     def _config(self) -> Any:
         from lancedb.index import HnswFlat, HnswSq, IvfPq
@@ -111,11 +128,7 @@ class LanceDBStore(VectorStore):
         matrix = check_matrix("vectors", vectors)
         n, dims = matrix.shape
         columns: dict[str, Any] = {"id": pa.array(np.arange(n, dtype=np.int64))}
-        for name, values in attributes.items():
-            Below(name, 0.0)  # validates the column name
-            values = np.asarray(values)
-            if values.shape != (n,):
-                raise ArecallError(f"attribute {name!r}: shape {values.shape}, expected ({n},)")
+        for name, values in check_attributes(attributes, n).items():
             columns[name] = pa.array(values)
         columns["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(matrix.ravel()), dims)
         self.close()

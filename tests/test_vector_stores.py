@@ -1,0 +1,113 @@
+"""Vector stores are one file plus one registry line, and reach both the experiment and audit.
+
+faiss, the experiment's own index, sits behind the same `VectorStore` interface as LanceDB; the
+experiment picks its store by name (``index.store``), so a store defined here in a dozen lines
+and registered in one line runs the same experiment, through the pipeline config too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pytest
+
+from arecall.core.errors import ArecallError
+from arecall.pipeline.vector_search import run_vector_corpus
+from arecall.vector import Hits, build_index, calibrate_auto, generate, measure_placements
+from arecall.vector.config import IndexConfig
+from arecall.vector.measurement import audit, experiment
+from arecall.vector.stores import STORES, Below, FaissStore, VectorStore, store_from_config
+
+SMALL: dict[str, Any] = {"n_docs": 400, "dims": 16, "n_queries": 6, "selectivities": [0.1, 1.0]}
+WITHOUT_AUTO = ["post", "pushdown", "pre"]
+
+
+class ToyStore(VectorStore):
+    """A whole store in a dozen lines: an exact scan, filtered after (post) or before (pre)."""
+
+    name = "toy"
+
+    def build(self, vectors: np.ndarray, attributes: Mapping[str, Any]) -> None:
+        self.index, self.attributes = build_index(vectors, kind="exact"), attributes
+
+    def search(self, queries: np.ndarray, k: int, where: Below, *, prefilter: bool) -> Hits:
+        mask = where.mask(self.attributes)
+        if prefilter:
+            return self.index.exact(queries, k, mask)
+        hits = self.index.exact(queries, k)
+        return hits.select(mask[np.maximum(hits.ids, 0)])
+
+
+@pytest.fixture
+def toy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(STORES, "toy", ToyStore)  # the one registry line
+
+
+def test_the_registry_lists_faiss_and_lancedb_under_their_own_names() -> None:
+    assert {"faiss", "lancedb"} <= set(STORES)
+    assert all(cls.name == name for name, cls in STORES.items())
+    assert isinstance(store_from_config(IndexConfig()), FaissStore)
+
+
+@pytest.mark.parametrize("name", ["faiss", "lancedb"])
+def test_the_same_experiment_runs_through_each_store(name: str) -> None:
+    if name == "lancedb":
+        pytest.importorskip("lancedb")
+    df = experiment(store=name, placements=WITHOUT_AUTO, **SMALL)
+    assert df["mode"].tolist() == WITHOUT_AUTO * 2
+    assert df["selectivity"].tolist() == [0.1] * 3 + [1.0] * 3
+    pre = df[df["mode"] == "pre"]
+    assert pre["recall"].tolist() == [1.0, 1.0] and pre["plan"].tolist() == ["scan", "scan"]
+    # post-filtering under-returns at 10%, and every store returns k unfiltered
+    post = df[df["mode"] == "post"].set_index("selectivity")
+    assert post.loc[0.1, "returned"] < 5 and post.loc[1.0, "returned"] == 10
+
+
+def test_faiss_through_the_store_is_the_index_measured_directly() -> None:
+    data = generate(400, 16, 6)
+    got = experiment(data=data, selectivities=[0.03, 0.3, 1.0])
+    idx = build_index(data.vectors)
+    planner = calibrate_auto(idx, 10, queries=data.calibration_queries(100))
+    want = [
+        {"selectivity": s, **row}
+        for s in (0.03, 0.3, 1.0)
+        for row in measure_placements(idx, data.queries, data.mask(s), planner=planner)
+    ]
+    columns = [c for c in got.columns if c != "qps"]
+    assert got[columns].to_dict("records") == [{c: r[c] for c in columns} for r in want]
+    assert set(got["plan"]) >= {"ef=64", "scan"}
+
+
+def test_a_store_registered_in_one_line_reaches_the_experiment(toy: None) -> None:
+    df = experiment(store="toy", placements=WITHOUT_AUTO, **SMALL)
+    assert df["plan"].tolist() == ["prefilter=False", "prefilter=True", "scan"] * 2
+    pushdown = df[df["mode"] == "pushdown"]
+    assert pushdown["recall"].tolist() == [1.0, 1.0]  # the toy's prefilter is an exact scan
+    assert df[df["mode"] == "post"]["returned"].iloc[0] < 5
+
+
+def test_a_store_registered_in_one_line_reaches_the_pipeline_and_audit(toy: None) -> None:
+    cfg = {
+        "corpus": {"name": "vectors", **SMALL},
+        "index": {"name": "hnsw", "store": "toy", "placements": WITHOUT_AUTO},
+    }
+    assert run_vector_corpus(cfg)["plan"].tolist()[:2] == ["prefilter=False", "prefilter=True"]
+    assert audit(store="toy", **SMALL)["mode"].tolist()[:2] == ["toy/post", "toy/pre"]
+
+
+def test_a_placement_the_store_cannot_answer_is_refused(toy: None) -> None:
+    with pytest.raises(ArecallError, match=r"^index.placements: store toy does not answer 'auto'"):
+        experiment(store="toy", **SMALL)
+
+
+def test_an_unknown_store_names_the_key() -> None:
+    with pytest.raises(ArecallError, match=r"^index.store='milvus': must be one of .*faiss"):
+        experiment(store="milvus", **SMALL)
+
+
+def test_faiss_answers_audit_too() -> None:
+    df = audit(store="faiss", **SMALL)
+    assert df["mode"].tolist() == ["faiss/post", "faiss/pre"] * 2
+    assert df[df["mode"] == "faiss/pre"]["returned"].tolist() == [10.0, 10.0]
