@@ -1,19 +1,39 @@
-"""Shared fixtures: environment hygiene and generated seed-layout corpora."""
+"""Shared fixtures: environment hygiene, generated seed-layout corpora, fast configs, the CLI."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from arecall.cli import main
+from arecall.pipeline.config import default_config
 
 os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
 os.environ["DVC_NO_ANALYTICS"] = "1"
 
 ROOT = Path(__file__).resolve().parents[1]
-VENV_BIN = Path(os.sys.executable).parent
+VENV_BIN = Path(sys.executable).parent
+
+#: For tests that run the pipeline for its numbers: a 5-example property search instead of the
+#: configured 200. The property claims are checked at full strength in test_proof.py, and the
+#: committed proof.json end to end by test_pipeline_end_to_end.py.
+FAST_PROOF = "evaluation.proof.max_examples=5"
+
+
+def fast_config(*overrides: str) -> dict[str, Any]:
+    """`default_config` with the fast property search (later overrides win)."""
+    return default_config([FAST_PROOF, *overrides])
+
 
 WORDS = [
     "alpha",
@@ -104,3 +124,81 @@ def seed_dir(tmp_path: Path) -> Path:
 def _isolated_mlflow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test writes to the repository's own mlflow.db."""
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow-test.db")
+
+
+@pytest.fixture(scope="session")
+def mlflow_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty MLflow sqlite store with every schema migration applied, made once a session.
+
+    Creating a store runs MLflow's migrations (seconds); a copy of this file opens at once.
+    """
+    from mlflow.tracking import MlflowClient
+
+    path = tmp_path_factory.mktemp("mlflow-template") / "mlflow.db"
+    MlflowClient(tracking_uri=f"sqlite:///{path}").search_experiments()
+    return path
+
+
+@pytest.fixture
+def mlflow_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mlflow_template: Path) -> str:
+    """This test's own MLflow store (a copy of the template), set as MLFLOW_TRACKING_URI."""
+    path = tmp_path / "store.db"
+    shutil.copyfile(mlflow_template, path)
+    uri = f"sqlite:///{path}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    return uri
+
+
+def assert_proved_on_every_pair(out: dict[str, Any]) -> None:
+    """The prove stage checked this run's own lists on every query-principal pair and K.
+
+    (That the claims held needs no assertion: the prove stage raises on a counterexample.)
+    """
+    pairs, n_k = out["metrics"]["pairs"], len(out["metrics"]["k"])
+    data = {c["claim"]: c["examples"] for c in out["proof"]["claims"] if c["kind"] == "data"}
+    assert data == {
+        "run_post_subset_of_pre": pairs * n_k,
+        "run_gap_non_negative": pairs * n_k,
+        "run_lists_authorized": pairs,
+    }
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a command did: its exit status and what it printed."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def arecall(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[..., Result]]:
+    """Run ``arecall ARGS`` in this process, as the console script would (exit status included).
+
+    The console script is ``sys.exit(main())``; a subprocess adds only the entry point's
+    installation, which test_cli_wiring.py and the DVC tests check once.
+    """
+
+    def run(*args: str) -> Result:
+        capsys.readouterr()
+        monkeypatch.setattr(sys, "argv", ["arecall", *args])  # `arecall run` rewrites it
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # raised inside Hydra's task, as in the console script
+            code = exc.code if isinstance(exc.code, int) else 1
+        out, err = capsys.readouterr()
+        return Result(code, out, err)
+
+    # Hydra configures the root logger for its job (a handler on this test's captured stdout
+    # and a log file): undo that, so later tests do not log into a closed stream.
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield run
+    for handler in root.handlers[:]:
+        if handler not in handlers:
+            root.removeHandler(handler)
+            handler.close()
+    root.setLevel(level)

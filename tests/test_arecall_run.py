@@ -1,9 +1,12 @@
-"""`arecall run` runs the same stages in one process, into the Hydra run directory; `-m` sweeps."""
+"""`arecall run` runs the same stages in one process, into the Hydra run directory; `-m` sweeps.
+
+Called in-process (the `arecall` fixture): Hydra, the stages and MLflow run exactly as under the
+console script, whose installation test_cli_wiring.py checks.
+"""
 
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 from authorized_recall.experiment import run as seed_run
@@ -11,7 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from arecall.core.scoring import SEED_K_KEYS
 
-from conftest import VENV_BIN
+from conftest import FAST_PROOF
 
 pytestmark = pytest.mark.slow
 
@@ -19,20 +22,10 @@ EMIT_KEYS = {"datasets", "queries", "profiles", "pairs", "mrr", "k"}
 K_KEYS = set(SEED_K_KEYS)
 
 
-def test_run_writes_seed_keys_artifacts_and_one_mlflow_run(tmp_path, monkeypatch):
-    uri = f"sqlite:///{tmp_path}/store.db"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+def test_run_writes_seed_keys_artifacts_and_one_mlflow_run(tmp_path, mlflow_store, arecall):
+    uri = mlflow_store
     out = tmp_path / "out"
-    proc = subprocess.run(
-        [
-            str(VENV_BIN / "arecall"),
-            "run",
-            f"hydra.run.dir={out}",
-            "evaluation.proof.max_examples=20",
-        ],
-        capture_output=True,
-        text=True,
-    )
+    proc = arecall("run", f"hydra.run.dir={out}", FAST_PROOF)
     assert proc.returncode == 0, proc.stderr
     metrics = json.loads((out / "metrics.json").read_text())
     assert set(metrics) >= EMIT_KEYS
@@ -48,20 +41,14 @@ def test_run_writes_seed_keys_artifacts_and_one_mlflow_run(tmp_path, monkeypatch
     assert runs[0].data.tags["arecall.entry"] == "arecall run"
 
 
-def test_multirun_sweeps_every_point_and_logs_each(tmp_path, monkeypatch):
-    uri = f"sqlite:///{tmp_path}/store.db"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    proc = subprocess.run(
-        [
-            str(VENV_BIN / "arecall"),
-            "run",
-            "-m",
-            "retriever=tfidf,sklearn_tfidf",
-            f"hydra.sweep.dir={tmp_path}/sweep",
-            "evaluation.proof.max_examples=10",
-        ],
-        capture_output=True,
-        text=True,
+def test_multirun_sweeps_every_point_and_logs_each(tmp_path, mlflow_store, arecall):
+    uri = mlflow_store
+    proc = arecall(
+        "run",
+        "-m",
+        "retriever=tfidf,sklearn_tfidf",
+        f"hydra.sweep.dir={tmp_path}/sweep",
+        FAST_PROOF,
     )
     assert proc.returncode == 0, proc.stderr
     results = [

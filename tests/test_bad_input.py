@@ -1,4 +1,8 @@
-"""Bad input ends with one clear line, exit status ≠ 0, no traceback, nothing half-written."""
+"""Bad input ends with one clear line, exit status ≠ 0, no traceback, nothing half-written.
+
+`arecall run` is called in-process (the `arecall` fixture); the DVC stage, a separate
+``python -m`` process per stage, is run as DVC runs it.
+"""
 
 from __future__ import annotations
 
@@ -14,12 +18,6 @@ from arecall.retrievers import RETRIEVERS
 from conftest import ROOT, VENV_BIN, write_seed_dir
 
 KNOWN = ", ".join(sorted(RETRIEVERS))
-
-
-def run_arecall(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(VENV_BIN / "arecall"), *args], capture_output=True, text=True, cwd=cwd
-    )
 
 
 def _edit(path: Path, fn) -> None:
@@ -56,13 +54,13 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_malformed_seed_json_gives_one_line_and_writes_nothing(tmp_path, case):
+def test_malformed_seed_json_gives_one_line_and_writes_nothing(tmp_path, case, arecall):
     d = write_seed_dir(tmp_path / "corpus", 3)
     breaker, expected = CASES[case]
     breaker(d)
     out = tmp_path / "out"
-    proc = run_arecall("run", "corpus=seed_json", f"corpus.path={d}", f"hydra.run.dir={out}")
-    assert proc.returncode != 0
+    proc = arecall("run", "corpus=seed_json", f"corpus.path={d}", f"hydra.run.dir={out}")
+    assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, proc.stderr
@@ -78,41 +76,36 @@ def test_malformed_seed_json_gives_one_line_and_writes_nothing(tmp_path, case):
         ("corpus=seed_json", "corpus.path: required"),
     ],
 )
-def test_bad_config_values_give_one_line(tmp_path, override, expected):
-    proc = run_arecall("run", override, f"hydra.run.dir={tmp_path / 'out'}")
-    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+def test_bad_config_values_give_one_line(tmp_path, override, expected, arecall):
+    proc = arecall("run", override, f"hydra.run.dir={tmp_path / 'out'}")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert expected in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_unknown_retriever_is_refused_by_name_without_traceback(tmp_path):
-    proc = run_arecall("run", "retriever=bogus", f"hydra.run.dir={tmp_path / 'out'}")
-    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+def test_unknown_retriever_is_refused_by_name_without_traceback(tmp_path, arecall):
+    proc = arecall("run", "retriever=bogus", f"hydra.run.dir={tmp_path / 'out'}")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip() == (
         f"arecall: error: retriever=bogus: no such retriever config (known: {KNOWN})"
     )
 
 
-def test_unknown_retriever_in_params_yaml_fails_the_dvc_stage_with_one_line(tmp_path):
+def test_unknown_retriever_in_params_yaml_fails_the_first_dvc_stage_with_one_line(tmp_path):
+    # params.yaml is checked whole before any stage runs, so even `generate`, which never
+    # ranks, refuses it and writes nothing.
     work = tmp_path / "w"
     work.mkdir()
     params = (ROOT / "params.yaml").read_text().replace("name: tfidf", "name: bogus")
     (work / "params.yaml").write_text(params)
     shutil.copytree(ROOT / "reports", work / "reports")
-    gen = subprocess.run(
+    proc = subprocess.run(
         [str(VENV_BIN / "python"), "-m", "arecall.pipeline.stages.generate"],
         cwd=work,
         capture_output=True,
         text=True,
     )
-    assert gen.returncode == 0, gen.stderr
-    proc = subprocess.run(
-        [str(VENV_BIN / "python"), "-m", "arecall.pipeline.stages.rank"],
-        cwd=work,
-        capture_output=True,
-        text=True,
-    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip() == (
-        f"arecall: error: retriever.name: unknown retriever 'bogus' (known: {KNOWN})"
-    )
-    assert not (work / "data" / "rank").exists()
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("arecall: error: params.yaml: "), lines
+    assert "retriever.name" in lines[0] and "'bogus'" in lines[0] and KNOWN in lines[0]
+    assert not (work / "data").exists()

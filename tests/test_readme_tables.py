@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
+from arecall.cli.readme import markers, sync_readme
 from arecall.pipeline.config import load_params
 from arecall.pipeline.run import run_in_memory
-from arecall.cli.readme import markers, sync_readme
 
 from conftest import ROOT
 

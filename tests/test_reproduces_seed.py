@@ -1,15 +1,14 @@
 """arecall reproduces authorized-recall 0.1.0's numbers: its corpus, its retriever, its table.
 
-The seed package is installed as a dev-only oracle and run as a separate process where the
-claim is about the command line (``--json DIR --emit``).
+The seed package is installed as a dev-only oracle; where the claim is about its command line
+(``--json DIR --emit``) it runs the function behind that option, `run(from_json=DIR)`, and
+`arecall run` runs in-process (the `arecall` fixture).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
@@ -18,15 +17,14 @@ from authorized_recall.corpus import build
 from authorized_recall.experiment import _document
 from authorized_recall.experiment import run as seed_run
 
-from arecall.pipeline.config import default_config
+from arecall.core.ranking import rank_scores
+from arecall.core.scoring import SEED_K_KEYS
 from arecall.data.sources.discovery import discovery_records
 from arecall.data.sources.seed_json import document_text, read_seed_json
 from arecall.pipeline.run import run_in_memory
-from arecall.core.ranking import rank_scores
 from arecall.retrievers import make_retriever
-from arecall.core.scoring import SEED_K_KEYS
 
-from conftest import VENV_BIN, write_seed_dir
+from conftest import FAST_PROOF, fast_config, write_seed_dir
 
 
 def assert_same_numbers(ours: dict, theirs: dict) -> None:
@@ -49,9 +47,7 @@ def test_document_text_is_the_seed_document_text():
 
 @pytest.mark.parametrize("retriever", ["tfidf", "sklearn_tfidf"])
 def test_both_retrievers_reproduce_the_seed_table(retriever):
-    out = run_in_memory(
-        default_config([f"retriever={retriever}", "evaluation.proof.max_examples=20"])
-    )
+    out = run_in_memory(fast_config(f"retriever={retriever}"))
     seed = seed_run()
     assert_same_numbers(out["metrics"], {**seed, "k": {str(k): v for k, v in seed["k"].items()}})
     assert out["metrics"]["unauthorized_relevant"] == 330
@@ -88,29 +84,16 @@ def test_builtin_tfidf_scores_equal_the_seed_index_scores(tmp_path, seed):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [11, 12])
-def test_arecall_run_on_seed_json_gives_the_seed_clis_numbers(tmp_path, seed):
+def test_arecall_run_on_seed_json_gives_the_seed_clis_numbers(tmp_path, seed, arecall):
     d = write_seed_dir(tmp_path / "corpus", seed, n_docs=40, n_queries=12, n_profiles=5)
-    emitted = tmp_path / "seed.json"
-    subprocess.run(
-        [sys.executable, "-m", "authorized_recall", "--json", str(d), "--emit", str(emitted)],
-        check=True,
-        capture_output=True,
-    )
     out = tmp_path / "out"
-    proc = subprocess.run(
-        [
-            str(VENV_BIN / "arecall"),
-            "run",
-            "corpus=seed_json",
-            f"corpus.path={d}",
-            f"hydra.run.dir={out}",
-            "tracking.enabled=false",
-            "evaluation.proof.max_examples=20",
-        ],
-        capture_output=True,
-        text=True,
+    proc = arecall(
+        "run",
+        "corpus=seed_json",
+        f"corpus.path={d}",
+        f"hydra.run.dir={out}",
+        "tracking.enabled=false",
+        FAST_PROOF,
     )
     assert proc.returncode == 0, proc.stderr
-    assert_same_numbers(
-        json.loads((out / "metrics.json").read_text()), json.loads(emitted.read_text())
-    )
+    assert_same_numbers(json.loads((out / "metrics.json").read_text()), seed_run(from_json=d))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import VENV_BIN
+from conftest import FAST_PROOF, VENV_BIN
 
 pytestmark = pytest.mark.slow
 
@@ -30,9 +31,15 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def mlflow_server(tmp_path: Path):
+def mlflow_server(tmp_path: Path, mlflow_template: Path):
     port = _free_port()
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    shutil.copyfile(mlflow_template, tmp_path / "server.db")  # migrated already: starts sooner
+    # no background job runner: the test only logs and reads runs, and it starts seconds sooner
+    env = {
+        **os.environ,
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+    }
     env.pop("MLFLOW_TRACKING_URI", None)
     log = (tmp_path / "server.log").open("w")
     proc = subprocess.Popen(
@@ -73,7 +80,7 @@ def mlflow_server(tmp_path: Path):
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
-            proc.wait(timeout=20)
+            proc.wait(timeout=3)  # the test is over: no need to wait out a graceful shutdown
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
         log.close()
@@ -92,7 +99,7 @@ def test_a_parallel_two_point_sweep_lands_in_the_server_as_nested_runs(
             "hydra/launcher=joblib",
             "hydra.launcher.n_jobs=2",
             f"hydra.sweep.dir={tmp_path}/sweep",
-            "evaluation.proof.max_examples=10",
+            FAST_PROOF,
         ],
         capture_output=True,
         text=True,

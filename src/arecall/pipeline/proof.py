@@ -5,13 +5,16 @@ against both the per-list definitions (`arecall.core.measures`, `arecall.core.pl
 batch code the pipeline actually used (`arecall.core.placement.place_all`,
 `arecall.core.scoring.score_pairs`).
 *Data claims* check the run's own lists and scores for every query-principal pair and K.
-Hypothesis runs derandomized with no example database, so the same code checks the same examples
-and ``proof.json`` is byte-identical between runs. A failed claim names its counterexample.
+Hypothesis runs derandomized with no example database (and its caches in a temporary directory,
+not the working directory), so the same code checks the same examples and ``proof.json`` is
+byte-identical between runs. A failed claim names its counterexample.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -19,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis.configuration import set_hypothesis_home_dir, storage_directory
 
 from arecall.core.errors import ArecallError
 from arecall.core.measures import (
@@ -32,7 +36,7 @@ from arecall.core.placement import PlacedLists, place_all, post_filter, pre_filt
 from arecall.core.ranking import rank_queries
 from arecall.core.scoring import PairScores, score_pairs
 
-__all__ = ["Case", "ClaimResult", "check_properties", "check_run", "failures"]
+__all__ = ["Case", "ClaimResult", "RunData", "check_properties", "check_run", "failures"]
 
 
 @dataclass(frozen=True)
@@ -213,8 +217,25 @@ def _run_property(
     return ClaimResult(name, statement, "property", tried, True)
 
 
+@contextmanager
+def _hypothesis_home_in_a_temporary_directory() -> Iterator[None]:
+    """Send Hypothesis's on-disk caches to a directory deleted afterwards.
+
+    Even with no example database, Hypothesis caches the constants it reads from local modules
+    under ``./.hypothesis``; a pipeline stage must not leave that in the user's working
+    directory. The cache only saves time, so the examples tried are the same either way.
+    """
+    previous = storage_directory(intent_to_write=False).home_directory
+    with tempfile.TemporaryDirectory(prefix="arecall-hypothesis-") as home:
+        set_hypothesis_home_dir(home)
+        try:
+            yield
+        finally:
+            set_hypothesis_home_dir(previous)
+
+
 def check_properties(max_examples: int = 300) -> list[ClaimResult]:
-    """Run every property claim with Hypothesis.
+    """Run every property claim with Hypothesis, writing nothing in the working directory.
 
     Examples
     --------
@@ -223,7 +244,116 @@ def check_properties(max_examples: int = 300) -> list[ClaimResult]:
     """
     if max_examples <= 0:
         raise ArecallError(f"evaluation.proof.max_examples: must be positive, got {max_examples}")
-    return [_run_property(n, s, c, max_examples) for n, s, c in PROPERTIES]
+    with _hypothesis_home_in_a_temporary_directory():
+        return [_run_property(n, s, c, max_examples) for n, s, c in PROPERTIES]
+
+
+@dataclass(frozen=True)
+class RunData:
+    """One run's placed lists and scores, with the names a counterexample is reported by.
+
+    ``authorized`` is the dense (principals × documents) predicate; lists and scores are
+    indexed (principal, query, ...) as in `PlacedLists` and `PairScores`.
+    """
+
+    lists: PlacedLists
+    scores: PairScores
+    authorized: np.ndarray
+    query_ids: np.ndarray
+    principals: np.ndarray
+    doc_ids: np.ndarray
+
+    @property
+    def pairs(self) -> int:
+        """The number of query-principal pairs."""
+        n_p, n_q, _ = self.lists.pre.shape
+        return n_p * n_q
+
+    def where(self, p: int, q: int, k: int | None = None) -> str:
+        """Name a pair (and K) for a counterexample."""
+        at = f", K={k}" if k is not None else ""
+        return f"principal {self.principals[p]!r}, query {self.query_ids[q]!r}{at}"
+
+
+def _run_post_subset_of_pre(run: RunData) -> ClaimResult:
+    """post ⊆ pre, per K: every post item (rank < K) is among the first K pre items.
+
+    Pre ranks ascend within a list, so query * (width + 1) + rank is sorted already: binary
+    search, no sort. One principal at a time keeps the temporaries to queries × K.
+    """
+    lists, ks = run.lists, run.scores.ks
+    n_p, n_q, _ = lists.pre.shape
+    width = int(max(lists.pre_rank.max(initial=0), lists.post_rank.max(initial=0))) + 1
+    row = np.arange(n_q, dtype=np.int64)[:, None] * (width + 1)
+    bad: str | None = None
+    for p, k in ((p, k) for p in range(n_p) for k in ks):
+        pre_rank = lists.pre_rank[p, :, :k]
+        keys = (row + np.where(pre_rank >= 0, pre_rank, width)).ravel()
+        in_post = (lists.post[p] >= 0) & (lists.post_rank[p] < k)
+        probe = row + np.where(in_post, lists.post_rank[p], 0)
+        pos = np.minimum(np.searchsorted(keys, probe), len(keys) - 1)
+        found = (keys[pos] == probe) & (lists.pre[p, :, :k].ravel()[pos] == lists.post[p])
+        missing = in_post & ~found
+        if missing.any():
+            q, j = (int(x[0]) for x in np.nonzero(missing))
+            item = run.doc_ids[lists.post[p, q, j]]
+            bad = f"{run.where(p, q, k)}: post item {item!r} not in pre"
+            break
+    return ClaimResult(
+        "run_post_subset_of_pre",
+        "post ⊆ pre on this run's lists",
+        "data",
+        run.pairs * len(ks),
+        bad is None,
+        bad,
+    )
+
+
+def _run_gap_non_negative(run: RunData) -> ClaimResult:
+    """Δ@K = ARecall^pre@K − ARecall^post@K ≥ 0 in the run's own scores."""
+    scores = run.scores
+    gap = scores.metrics["arecall_pre"] - scores.metrics["arecall_post"]
+    neg = np.argwhere(gap < 0)
+    bad: str | None = None
+    if len(neg):
+        p, q, i = (int(x) for x in neg[0])
+        bad = f"{run.where(p, q, scores.ks[i])}: Δ = {gap[p, q, i]:+.6f}"
+    return ClaimResult(
+        "run_gap_non_negative",
+        "Δ@K ≥ 0 for every pair on this run",
+        "data",
+        run.pairs * len(scores.ks),
+        bad is None,
+        bad,
+    )
+
+
+def _run_lists_authorized(run: RunData) -> ClaimResult:
+    """No pre or post list holds an item its principal may not see."""
+    n_p = run.lists.pre.shape[0]
+    bad: str | None = None
+    for p, name in ((p, name) for p in range(n_p) for name in ("pre", "post")):
+        items = getattr(run.lists, name)[p]
+        leak = (items >= 0) & ~run.authorized[p, np.maximum(items, 0)]
+        if leak.any():
+            q, j = (int(x[0]) for x in np.nonzero(leak))
+            bad = f"{run.where(p, q)}: {name} list holds unauthorized {run.doc_ids[items[q, j]]!r}"
+            break
+    return ClaimResult(
+        "run_lists_authorized",
+        "no pre or post list holds an unauthorized item",
+        "data",
+        run.pairs,
+        bad is None,
+        bad,
+    )
+
+
+DATA_CLAIMS: tuple[Callable[[RunData], ClaimResult], ...] = (
+    _run_post_subset_of_pre,
+    _run_gap_non_negative,
+    _run_lists_authorized,
+)
 
 
 def check_run(
@@ -235,87 +365,35 @@ def check_run(
     principals: np.ndarray,
     doc_ids: np.ndarray,
 ) -> list[ClaimResult]:
-    """Check the run's own lists and scores for every query-principal pair and K."""
-    dense = np.asarray(acl.toarray(), dtype=bool)
-    n_p, n_q, _ = lists.pre.shape
-    pairs = n_p * n_q
-    results = []
+    """Check the run's own lists and scores for every query-principal pair and K.
 
-    def where(p: int, q: int, k: int | None = None) -> str:
-        at = f", K={k}" if k is not None else ""
-        return f"principal {principals[p]!r}, query {query_ids[q]!r}{at}"
+    The property search checks the code on random cases; this checks the arrays this run
+    actually wrote, so a bug the search missed still cannot reach the reports.
 
-    # post ⊆ pre, per K: every post item (rank < K) is among the first K pre items. Pre ranks
-    # ascend within a list, so query * (width + 1) + rank is sorted already: binary search, no
-    # sort. One principal at a time keeps the temporaries to queries × K.
-    bad: str | None = None
-    width = int(max(lists.pre_rank.max(initial=0), lists.post_rank.max(initial=0))) + 1
-    row = np.arange(n_q, dtype=np.int64)[:, None] * (width + 1)
-    for p in range(n_p):
-        for k in scores.ks:
-            pre_rank = lists.pre_rank[p, :, :k]
-            keys = (row + np.where(pre_rank >= 0, pre_rank, width)).ravel()
-            in_post = (lists.post[p] >= 0) & (lists.post_rank[p] < k)
-            probe = row + np.where(in_post, lists.post_rank[p], 0)
-            pos = np.minimum(np.searchsorted(keys, probe), len(keys) - 1)
-            found = (keys[pos] == probe) & (lists.pre[p, :, :k].ravel()[pos] == lists.post[p])
-            missing = in_post & ~found
-            if missing.any():
-                q, j = (int(x[0]) for x in np.nonzero(missing))
-                bad = f"{where(p, q, k)}: post item {doc_ids[lists.post[p, q, j]]!r} not in pre"
-                break
-        if bad:
-            break
-    results.append(
-        ClaimResult(
-            "run_post_subset_of_pre",
-            "post ⊆ pre on this run's lists",
-            "data",
-            pairs * len(scores.ks),
-            bad is None,
-            bad,
-        )
+    Examples
+    --------
+    >>> case = Case(ranking=(2, 0, 1), allowed=frozenset({0, 1}), relevant=frozenset({0}), k=2)
+    >>> lists, scores = _batch(case)
+    >>> names = {"query_ids": np.array(["q1"], dtype=object),
+    ...          "principals": np.array(["ann"], dtype=object),
+    ...          "doc_ids": np.array(["d0", "d1", "d2"], dtype=object)}
+    >>> for r in check_run(lists, scores, sp.csr_matrix([[True, True, False]]), **names):
+    ...     print(r.claim, r.examples, r.passed)
+    run_post_subset_of_pre 1 True
+    run_gap_non_negative 1 True
+    run_lists_authorized 1 True
+    >>> check_run(lists, scores, sp.csr_matrix([[False, True, False]]), **names)[2].counterexample
+    "principal 'ann', query 'q1': pre list holds unauthorized 'd0'"
+    """
+    run = RunData(
+        lists,
+        scores,
+        np.asarray(acl.toarray(), dtype=bool),
+        query_ids=query_ids,
+        principals=principals,
+        doc_ids=doc_ids,
     )
-
-    gap = scores.metrics["arecall_pre"] - scores.metrics["arecall_post"]
-    neg = np.argwhere(gap < 0)
-    bad = None
-    if len(neg):
-        p, q, i = (int(x) for x in neg[0])
-        bad = f"{where(p, q, scores.ks[i])}: Δ = {gap[p, q, i]:+.6f}"
-    results.append(
-        ClaimResult(
-            "run_gap_non_negative",
-            "Δ@K ≥ 0 for every pair on this run",
-            "data",
-            pairs * len(scores.ks),
-            bad is None,
-            bad,
-        )
-    )
-
-    bad = None
-    for p in range(n_p):
-        for name in ("pre", "post"):
-            items = getattr(lists, name)[p]
-            leak = (items >= 0) & ~dense[p, np.maximum(items, 0)]
-            if leak.any():
-                q, j = (int(x[0]) for x in np.nonzero(leak))
-                bad = f"{where(p, q)}: {name} list holds unauthorized {doc_ids[items[q, j]]!r}"
-                break
-        if bad:
-            break
-    results.append(
-        ClaimResult(
-            "run_lists_authorized",
-            "no pre or post list holds an unauthorized item",
-            "data",
-            pairs,
-            bad is None,
-            bad,
-        )
-    )
-    return results
+    return [claim(run) for claim in DATA_CLAIMS]
 
 
 def failures(results: list[ClaimResult]) -> list[ClaimResult]:
