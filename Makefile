@@ -7,6 +7,7 @@ export DVC_NO_ANALYTICS := 1
 export PYTHONHASHSEED := 0
 
 PYTHON ?= python3
+PORT ?= 5000
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -27,7 +28,7 @@ repro: $(STAMP)
 	@cat reports/tables.md
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
@@ -41,7 +42,7 @@ bench-vector: $(STAMP)
 	$(BIN)/python benchmarks/bench_vector.py
 
 ui: $(STAMP)
-	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db --host 127.0.0.1 --port 5000
+	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db --host 127.0.0.1 --port $(PORT)
 
 clean:
 	rm -rf outputs multirun .pytest_cache .mypy_cache .ruff_cache
