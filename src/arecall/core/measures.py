@@ -55,6 +55,7 @@ __all__ = [
     "recall_at_k",
     "reciprocal_rank",
     "returned_fraction_at_k",
+    "shown",
     "unusable_fraction_at_k",
 ]
 
@@ -329,6 +330,17 @@ class Measure:
     def heading(self, k: int | str | None = None) -> str:
         """The table header (with K filled in where it has a ``{k}``)."""
         return self.header.format(k=k)
+
+
+def shown(value: float | None, spec: str = ".3f") -> str:
+    """How a measure's value is printed in a table: ``–`` where it is undefined (None).
+
+    Examples
+    --------
+    >>> shown(0.85314), shown(None), shown(0.5, ".4f")
+    ('0.853', '–', '0.5000')
+    """
+    return "–" if value is None else format(value, spec)
 
 
 def column(name: str, k: int) -> str:

@@ -57,7 +57,7 @@ import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from arecall.core.errors import ArecallError
-from arecall.core.measures import EVALUATE, Kind, column
+from arecall.core.measures import EVALUATE, Kind, column, shown
 from arecall.core.placement import PLACEMENTS, Placement
 from arecall.core.ragged import expand, positions_in_groups, positions_in_runs
 from arecall.core.significance import delta_significance
@@ -951,10 +951,6 @@ def compare(
 # -- text rendering ------------------------------------------------------------------------------
 
 
-def _f(x: Any, spec: str = ".4f") -> str:
-    return "–" if x is None else format(x, spec)
-
-
 def _format_table(s: Mapping[str, Any]) -> str:
     lines = [
         f"run: {s['run']}  queries: {s['queries']} judged "
@@ -965,7 +961,7 @@ def _format_table(s: Mapping[str, Any]) -> str:
         f"{'K':>5} " + " ".join(f"{EVALUATE[m].heading():>8}" for m in STANDARD_MEASURES),
     ]
     for k, r in s["k"].items():
-        lines.append(f"{k:>5} " + " ".join(f"{_f(r[m]):>8}" for m in STANDARD_MEASURES))
+        lines.append(f"{k:>5} " + " ".join(f"{shown(r[m], '.4f'):>8}" for m in STANDARD_MEASURES))
     if "principals" in s:
         lines += [
             "",
@@ -998,13 +994,13 @@ def _gap_line(k: str, r: Mapping[str, Any], suffix: str, *, show_u: bool) -> str
     gap = r.get(f"gap{suffix}")
     cells = [
         f"{k:>5}",
-        f"{_f(r.get(f'arecall{suffix}')):>8}",
-        f"{_f(r.get(f'arecall_post{suffix}')):>8}",
-        f"{_f(r.get(f'arecall_pre{suffix}')):>8}",
-        f"{_f(gap, '+.4f'):>8}",
+        f"{shown(r.get(f'arecall{suffix}'), '.4f'):>8}",
+        f"{shown(r.get(f'arecall_post{suffix}'), '.4f'):>8}",
+        f"{shown(r.get(f'arecall_pre{suffix}'), '.4f'):>8}",
+        f"{shown(gap, '+.4f'):>8}",
         f"{ci:>19}",
         f"{p:>7}",
     ]
     if show_u:
-        cells += [f"{_f(r.get('unusable'), '.4f'):>7}", f"{r.get('n_deeper', 0):>7}"]
+        cells += [f"{shown(r.get('unusable'), '.4f'):>7}", f"{r.get('n_deeper', 0):>7}"]
     return " ".join(cells)

@@ -13,13 +13,9 @@ from typing import Any
 
 import pandas as pd
 
-from arecall.core.measures import PIPELINE
+from arecall.core.measures import PIPELINE, shown
 
 __all__ = ["curve_frame", "main_table", "render_tables", "restricted_table"]
-
-
-def _f(x: float | None, spec: str = ".3f") -> str:
-    return "–" if x is None else format(x, spec)
 
 
 def _interval(row: Mapping[str, Any], key: str) -> str:
@@ -131,8 +127,8 @@ def render_tables(metrics: Mapping[str, Any], cfg: Mapping[str, Any]) -> str:
     ]
     for k, v in m["k"].items():
         lines.append(
-            f"| {k} | {_f(v['arecall_post_nonempty'])} | {_f(v['arecall_pre_nonempty'])} "
-            f"| {_f(v['gap_nonempty'], '+.3f')} | {_interval(v, 'gap_nonempty')} "
+            f"| {k} | {shown(v['arecall_post_nonempty'])} | {shown(v['arecall_pre_nonempty'])} "
+            f"| {shown(v['gap_nonempty'], '+.3f')} | {_interval(v, 'gap_nonempty')} "
             f"| {_p(v, 'gap_nonempty')} |"
         )
     return "\n".join(lines) + "\n"
