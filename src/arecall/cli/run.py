@@ -14,7 +14,35 @@ from typing import Any
 
 from arecall.core.errors import ArecallError, print_error
 
-__all__ = ["check_composition", "check_group_choices", "run_main"]
+__all__ = ["check_composition", "check_group_choices", "run_main", "unique_token"]
+
+_TOKEN: list[str] = []
+
+
+def unique_token() -> str:
+    """This process's run-directory suffix: its pid and a random hex token, fixed per process.
+
+    Hydra's default run directory has second resolution, so runs started together shared it
+    (and one logged another's data). The pid makes the directory unique among live processes on
+    this host, the random part across hosts sharing a file system.
+
+    Examples
+    --------
+    >>> unique_token() == unique_token()
+    True
+    """
+    if not _TOKEN:
+        import secrets
+
+        _TOKEN.append(f"{os.getpid()}-{secrets.token_hex(3)}")
+    return _TOKEN[0]
+
+
+def _register_resolvers() -> None:
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("arecall.unique"):
+        OmegaConf.register_new_resolver("arecall.unique", unique_token)
 
 
 def run_main(argv: Sequence[str]) -> int:
@@ -57,6 +85,7 @@ def run_main(argv: Sequence[str]) -> int:
 
     check_group_choices(argv, CONF_DIR)
     check_composition(argv)
+    _register_resolvers()
     sys.argv = ["arecall run", *argv]
     task()
     return 0
