@@ -12,7 +12,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install repro test lint bench-evaluate bench-vector ui clean
+.PHONY: install repro test test-faults lint bench-evaluate bench-vector ui clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,7 +28,11 @@ repro: $(STAMP)
 	@cat reports/tables.md
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadfile
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not faults"
+
+# fault injection: kill -9 at every stage, signals, tracking outages, concurrent runs (minutes)
+test-faults: $(STAMP)
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m faults
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

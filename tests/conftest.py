@@ -7,6 +7,7 @@ import logging
 import os
 import random
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -202,3 +203,43 @@ def arecall(
             root.removeHandler(handler)
             handler.close()
     root.setLevel(level)
+
+
+def git(cwd: Path, *args: str) -> str:
+    """Run git in ``cwd``; its stdout."""
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout
+
+
+def snapshot_repo(work: Path) -> Path:
+    """A new git repository at ``work`` holding exactly the files git would clone from ROOT.
+
+    The clean-clone check in miniature: no ignored local state (data/, mlflow.db, .venv) comes
+    along, so a test on it cannot pass because of something only this checkout has.
+    """
+    files = git(ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+    for name in filter(None, files.split("\0")):
+        src = ROOT / name
+        if not src.exists() and not src.is_symlink():
+            continue
+        dst = work / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():
+            dst.symlink_to(os.readlink(src))
+        elif src.is_file():
+            shutil.copy2(src, dst)
+    git(work, "init", "-q")
+    git(work, "add", "-A")
+    git(work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "snapshot")
+    return work
+
+
+def dvc_env(**extra: str) -> dict[str, str]:
+    """The environment a user's `dvc` sees: the venv first on PATH, no telemetry, no outer store."""
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env['PATH']}"
+    env["DVC_NO_ANALYTICS"] = "1"
+    env["MLFLOW_DISABLE_TELEMETRY"] = "true"
+    env.update(extra)
+    return env

@@ -7,58 +7,27 @@ clean-clone check in miniature: no stray local state can make it pass.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import ROOT, VENV_BIN
+from conftest import ROOT, VENV_BIN, dvc_env, git, snapshot_repo
 
 pytestmark = pytest.mark.slow
 
 REPORTS = ("metrics.json", "proof.json", "tables.md", "arecall_at_k.csv", "arecall_at_k.png")
 
 
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
-    ).stdout
-
-
 @pytest.fixture(scope="module")
 def fresh_clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    work = tmp_path_factory.mktemp("clone") / "arecall"
-    files = _git(ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
-    for name in filter(None, files.split("\0")):
-        src = ROOT / name
-        if not src.exists() and not src.is_symlink():
-            continue
-        dst = work / name
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_symlink():
-            dst.symlink_to(os.readlink(src))
-        elif src.is_file():
-            shutil.copy2(src, dst)
-    _git(work, "init", "-q")
-    _git(work, "add", "-A")
-    _git(work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "snapshot")
-    return work
-
-
-def _env(work: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env['PATH']}"
-    env["DVC_NO_ANALYTICS"] = "1"
-    env["MLFLOW_DISABLE_TELEMETRY"] = "true"
-    return env
+    return snapshot_repo(tmp_path_factory.mktemp("clone") / "arecall")
 
 
 def _dvc(work: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(VENV_BIN / "dvc"), *args], cwd=work, env=_env(work), capture_output=True, text=True
+        [str(VENV_BIN / "dvc"), *args], cwd=work, env=dvc_env(), capture_output=True, text=True
     )
 
 
@@ -71,7 +40,7 @@ def test_dvc_repro_regenerates_the_committed_reports_and_leaves_git_clean(fresh_
         assert (fresh_clone / "reports" / name).read_bytes() == (
             ROOT / "reports" / name
         ).read_bytes(), name
-    assert _git(fresh_clone, "status", "--porcelain") == ""
+    assert git(fresh_clone, "status", "--porcelain") == ""
 
 
 def test_every_dvc_repro_logs_one_mlflow_run_with_metrics_tables_and_proof(fresh_clone: Path):
@@ -93,7 +62,7 @@ def test_every_dvc_repro_logs_one_mlflow_run_with_metrics_tables_and_proof(fresh
     assert json.loads(logged.read_text()) == json.loads(
         (ROOT / "reports" / "proof.json").read_text()
     )
-    assert _git(fresh_clone, "status", "--porcelain") == ""
+    assert git(fresh_clone, "status", "--porcelain") == ""
 
 
 def test_dvc_exp_run_with_sklearn_tfidf_gives_the_same_table(fresh_clone: Path):

@@ -1,0 +1,95 @@
+"""kill -9 in the middle of any stage, then `dvc repro`: the same bytes, nothing left behind.
+
+Each stage is killed at its worst moment: after writing an artifact to its temporary file and
+before the rename that publishes it. The fault is injected from outside the product through a
+``sitecustomize`` module on PYTHONPATH that replaces ``os.replace`` in stage processes only, so
+the code under test is the code users run. After the kills, one `dvc repro` recovers; the reports
+must equal the committed ones byte for byte, `git status` must be clean and no
+temporary file may remain anywhere in the workspace.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, VENV_BIN, dvc_env, git, snapshot_repo
+
+pytestmark = pytest.mark.faults
+
+INJECTOR = """
+import os, signal, sys
+
+_target = os.environ.get("ARECALL_TEST_KILL_AT")
+if _target:
+    _replace = os.replace
+
+    def _killing_replace(src, dst, *args, **kwargs):
+        if "pipeline/stages" in (sys.argv[0] if sys.argv else "") and str(dst).endswith(_target):
+            os.kill(os.getpid(), signal.SIGKILL)  # the temp file is written, not yet published
+        return _replace(src, dst, *args, **kwargs)
+
+    os.replace = _killing_replace
+"""
+
+#: For each stage, the artifact whose publication is interrupted.
+KILL_POINTS = {
+    "generate": "data/corpus/acl.parquet",
+    "rank": "data/rank/ranking.npz",
+    "filter": "data/filter/lists.npz",
+    "score": "reports/metrics.json",
+    "prove": "reports/proof.json",
+    "report": "reports/arecall_at_k.png",
+    "vectors": "reports/vector_search.csv",
+}
+
+
+def _dvc(work: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(VENV_BIN / "dvc"), *args],
+        cwd=work,
+        env=dvc_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_kill_9_at_each_stage_then_dvc_repro_recovers_byte_identical(tmp_path: Path):
+    work = snapshot_repo(tmp_path / "arecall")
+    injector = tmp_path / "inject"
+    injector.mkdir()
+    (injector / "sitecustomize.py").write_text(INJECTOR)
+    proc = _dvc(work, "repro")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # last stage first, so each forced stage finds its inputs in place (-s: that stage only)
+    for stage, artifact in reversed(KILL_POINTS.items()):
+        proc = _dvc(
+            work,
+            "repro",
+            "--force",
+            "--single-item",
+            stage,
+            PYTHONPATH=str(injector),
+            ARECALL_TEST_KILL_AT=artifact,
+        )
+        assert proc.returncode != 0, f"{stage}: the injected kill did not happen\n{proc.stdout}"
+        target = work / artifact
+        # killed between writing and publishing: the temp file is there, the artifact is not
+        assert list(target.parent.glob(f".{target.name}.*tmp")), f"{stage}: no temp file left"
+        assert not target.exists()
+    proc = _dvc(work, "repro")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for name in (
+        "metrics.json",
+        "proof.json",
+        "tables.md",
+        "arecall_at_k.png",
+        "vector_search.csv",
+    ):
+        assert (work / "reports" / name).read_bytes() == (ROOT / "reports" / name).read_bytes()
+    assert git(work, "status", "--porcelain") == ""
+    leftovers = [p for p in work.rglob("*.tmp") if ".dvc" not in p.parts and ".git" not in p.parts]
+    assert leftovers == []
