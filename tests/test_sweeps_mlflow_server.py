@@ -30,10 +30,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-def mlflow_server(tmp_path: Path, mlflow_template: Path):
+def _start_server(tmp_path: Path, template: Path) -> tuple[str, subprocess.Popen]:
     port = _free_port()
-    shutil.copyfile(mlflow_template, tmp_path / "server.db")  # migrated already: starts sooner
+    shutil.copyfile(template, tmp_path / "server.db")  # migrated already: starts sooner
     # no background job runner: the test only logs and reads runs, and it starts seconds sooner
     env = {
         **os.environ,
@@ -41,49 +40,60 @@ def mlflow_server(tmp_path: Path, mlflow_template: Path):
         "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
     }
     env.pop("MLFLOW_TRACKING_URI", None)
-    log = (tmp_path / "server.log").open("w")
-    proc = subprocess.Popen(
-        [
-            str(VENV_BIN / "mlflow"),
-            "server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--backend-store-uri",
-            f"sqlite:///{tmp_path}/server.db",
-            "--artifacts-destination",
-            str(tmp_path / "artifacts"),
-            "--workers",
-            "1",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-        start_new_session=True,
-    )
+    with (tmp_path / "server.log").open("w") as log:
+        proc = subprocess.Popen(
+            [
+                str(VENV_BIN / "mlflow"),
+                "server",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--backend-store-uri",
+                f"sqlite:///{tmp_path}/server.db",
+                "--artifacts-destination",
+                str(tmp_path / "artifacts"),
+                "--workers",
+                "1",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while True:
         try:
             with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
                 if r.status == 200:
-                    break
+                    return url, proc
         except OSError:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
-            os.killpg(proc.pid, signal.SIGKILL)
+            _stop_server(proc)
             pytest.fail("mlflow server did not start:\n" + (tmp_path / "server.log").read_text())
         time.sleep(0.5)
+
+
+def _stop_server(proc: subprocess.Popen) -> None:
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=3)  # the test is over: no need to wait out a graceful shutdown
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+@pytest.fixture
+def mlflow_server(tmp_path: Path, mlflow_template: Path):
+    url, proc = _start_server(tmp_path, mlflow_template)
     try:
         yield url
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=3)  # the test is over: no need to wait out a graceful shutdown
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
+        _stop_server(proc)
 
 
 def test_a_parallel_two_point_sweep_lands_in_the_server_as_nested_runs(
@@ -122,3 +132,40 @@ def test_a_parallel_two_point_sweep_lands_in_the_server_as_nested_runs(
         rows = [dict(zip(table["columns"], row, strict=True)) for row in table["data"]]
         assert [row["K"] for row in rows] == [1, 3, 5, 10]
         assert rows[2]["ARecall pre"] == pytest.approx(0.9875)
+
+
+@pytest.mark.faults
+def test_a_server_stopped_mid_run_ends_the_run_in_one_line_naming_the_results(
+    tmp_path, mlflow_template
+):
+    url, server = _start_server(tmp_path, mlflow_template)
+    out = tmp_path / "out"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": url, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    try:
+        # the full-strength property search keeps the run busy after its MLflow run opens
+        proc = subprocess.Popen(
+            [str(VENV_BIN / "arecall"), "run", f"hydra.run.dir={out}"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        client = MlflowClient(tracking_uri=url)
+        deadline = time.monotonic() + 120
+        while not client.search_runs(
+            ["0", *[e.experiment_id for e in client.search_experiments()]]
+        ):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.3)
+    finally:
+        _stop_server(server)
+    stopped = time.monotonic()
+    _, err = proc.communicate(timeout=300)
+    assert time.monotonic() - stopped < 120  # MLflow's own retries would take minutes
+    assert (proc.returncode, err) == (
+        2,
+        f"arecall: error: tracking server {url} unreachable; results are in {out}; "
+        f"log them later with: arecall log {out}\n",
+    )
+    assert (out / "metrics.json").is_file()

@@ -22,6 +22,7 @@ commands:
   evaluate ...           authorized metrics for a TREC run + qrels (+ ACL); see --help
   fuse RUN... --out F    reciprocal rank fusion of TREC runs
   readme [--check]       splice reports/tables.md into README.md (or check they agree)
+  log DIR                log a finished run directory (or a DVC repo: `log .`) to MLflow
 """
 
 
@@ -43,6 +44,12 @@ def _readme(argv: Sequence[str]) -> int:
     return 0
 
 
+def _log(argv: Sequence[str]) -> int:
+    from arecall.cli.log import log_main
+
+    return log_main(argv)
+
+
 def _evaluate(argv: Sequence[str]) -> int:
     from arecall.cli.evaluate import evaluate_main
 
@@ -60,6 +67,7 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "evaluate": _evaluate,
     "fuse": _fuse,
     "readme": _readme,
+    "log": _log,
 }
 
 

@@ -5,31 +5,29 @@ depend on) the pipeline's Hydra/DVC machinery; ``arecall.cli`` dispatches to `ev
 and `fuse_main`. Both return an exit status instead of exiting: 0 on success, 2 on a user error
 (one ``arecall: error: ...`` line on stderr naming the file and line, no traceback, no output
 file touched — every file is written atomically and only after everything was computed).
-mlflow is imported only for ``--mlflow``.
+mlflow is imported only for ``--mlflow``, which logs through
+`arecall.pipeline.tracking.log_evaluation` (the one code path of every store write).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, NoReturn
 
 import pandas as pd
 
 from arecall.core.errors import ArecallError, print_error
-from arecall.core.measures import mlflow_metrics
 from arecall.core.placement import PLACEMENTS
 from arecall.evaluate.evaluation import Evaluation, compare, evaluate, parse_ks
 from arecall.evaluate.fusion import DEFAULT_SMOOTHING, fuse_runs, reorderings_on_reload
 from arecall.io.atomic import write_text
 from arecall.io.trec import TIES, load_run, save_run
 
-__all__ = ["evaluate_main", "fuse_main", "log_to_mlflow"]
+__all__ = ["evaluate_main", "fuse_main"]
 
 _ORDER_NOTE = (
     "Runs are ranked by score descending; equal scores by doc id ascending (--ties docid, the "
@@ -255,7 +253,9 @@ def _evaluate(argv: list[str]) -> int:
             "ties": args.ties,
             "compare_run": args.compare_run or "",
         }
-        run_id, uri = log_to_mlflow(
+        from arecall.pipeline.tracking import log_evaluation
+
+        run_id, uri = log_evaluation(
             summary, ev.summary_frame(), params=params, comparison=comparison
         )
         print(f"mlflow: logged run {run_id} to {uri}", file=sys.stderr)
@@ -273,57 +273,6 @@ def evaluate_main(argv: list[str]) -> int:
     2
     """
     return _guard(_evaluate, argv)
-
-
-def _flat_metrics(summary: dict[str, Any]) -> dict[str, float]:
-    flat: dict[str, float] = {}
-    for key in (
-        "queries",
-        "queries_without_relevant",
-        "queries_missing_from_run",
-        "run_queries_not_judged",
-        "pairs",
-        "pairs_without_authorized_relevant",
-    ):
-        if key in summary:
-            flat[key] = float(summary[key])
-    keys = dict.fromkeys(key for row in summary["k"].values() for key in row)
-    keys.pop("significance", None)
-    flat.update(mlflow_metrics(summary["k"], keys))
-    return flat
-
-
-def log_to_mlflow(
-    summary: dict[str, Any],
-    table: pd.DataFrame,
-    *,
-    params: dict[str, str],
-    comparison: pd.DataFrame | None = None,
-) -> tuple[str, str]:
-    """Log an evaluation summary as one MLflow run; return (run id, tracking URI).
-
-    Metrics are ``<measure>_at_<k>`` (and ``gap_ci_low_at_<k>`` etc.), the per-K table is an
-    MLflow table (``summary.json``) and the whole summary a JSON artifact. The store is
-    MLFLOW_TRACKING_URI, else ``sqlite:///mlflow.db`` in the working directory; the experiment
-    is MLFLOW_EXPERIMENT_NAME, else ``arecall-evaluate``. Telemetry is off unless the
-    environment turns it on.
-    """
-    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-    import mlflow
-
-    uri = os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
-    mlflow.set_tracking_uri(uri)
-    mlflow.set_experiment(os.environ.get("MLFLOW_EXPERIMENT_NAME") or "arecall-evaluate")
-    with mlflow.start_run(run_name=f"evaluate {Path(params.get('run', 'run')).name}") as active:
-        mlflow.set_tag("arecall.entry", "arecall evaluate")
-        mlflow.log_params(params)
-        mlflow.log_metrics(_flat_metrics(summary))
-        mlflow.log_table(table, artifact_file="summary.json")
-        mlflow.log_dict(summary, "evaluation.json")
-        if comparison is not None:
-            mlflow.log_table(comparison, artifact_file="comparison.json")
-        run_id = str(active.info.run_id)
-    return run_id, uri
 
 
 # -- arecall fuse --------------------------------------------------------------------------------

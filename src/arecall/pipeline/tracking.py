@@ -6,6 +6,21 @@ the tables as MLflow tables and as Markdown; the proof results; and the report f
 is MLFLOW_TRACKING_URI when set, else the embedded ``sqlite:///mlflow.db`` in the working
 directory. Telemetry is off unless the environment turns it on. mlflow is imported only here, so
 stages that do not track do not pay for it.
+
+Every write to a store goes through `open_store` (one lock, one code path): ``arecall run`` and
+its sweeps, ``arecall evaluate --mlflow``, ``arecall log`` and the DVC track stage. What a user
+can rely on:
+
+- an embedded sqlite store is created (its schema migrated) under the store's lock, so writers
+  started together on a fresh ``mlflow.db`` take turns instead of breaking it;
+- no run stays RUNNING: an exception ends it FAILED (the error as the ``arecall.error`` tag),
+  SIGTERM / SIGINT end it KILLED (exit 143 / 130), and a run whose process died (kill -9) is
+  closed KILLED with the tag ``arecall.orphaned`` by the next writer on its host (every run
+  carries ``arecall.pid`` and ``arecall.host``);
+- tracking never loses results or makes a user wait: a tracking server is probed in seconds and
+  MLflow's HTTP retries are bounded; a failure is one line naming where the results are and
+  ``arecall log <dir>`` to log them later (``tracking.on_error: warn`` finishes untracked);
+- names from the data (principals) never become MLflow keys unescaped (see `safe_key`).
 """
 
 from __future__ import annotations
@@ -13,35 +28,539 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Iterator, Mapping
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType, TracebackType
 from typing import Any
 
 from hydra.experimental.callback import Callback
 
+from arecall.core.errors import ArecallError
 from arecall.core.measures import PIPELINE, VECTOR, Kind, mlflow_metrics, per_k_keys
 from arecall.pipeline.config import flatten
 from arecall.pipeline.report import main_table, restricted_table
 
-__all__ = ["METRIC_KEYS", "PARENT_ENV", "SweepCallback", "log_run", "store_lock", "tracking_uri"]
+__all__ = [
+    "METRIC_KEYS",
+    "PARENT_ENV",
+    "Interrupted",
+    "SweepCallback",
+    "TrackedRun",
+    "TrackingError",
+    "close_orphans",
+    "end_sweep",
+    "interruptible",
+    "log_evaluation",
+    "log_run",
+    "open_store",
+    "safe_key",
+    "store_lock",
+    "tracking_uri",
+]
 
 PARENT_ENV = "ARECALL_PARENT_RUN_ID"
 
 #: Per-K means logged as MLflow metrics (counts are logged apart).
 METRIC_KEYS = per_k_keys({n: m for n, m in PIPELINE.items() if m.kind != Kind.COUNT})
 
+#: MLflow's limits (mlflow.utils.validation): per log_batch call, and on a param value's length.
+_PARAMS_PER_BATCH, _METRICS_PER_BATCH, _PARAM_VALUE_MAX, _TAG_VALUE_MAX = 100, 1000, 6000, 8000
+#: Bounded HTTP behaviour for a tracking server (MLflow's defaults retry for minutes).
+_HTTP_ENV = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "5",
+}
+_PROBE_TIMEOUT = 5.0
+
+
+class TrackingError(ArecallError):
+    """The tracking store could not be written (one line; the results are kept)."""
+
+
+class Interrupted(SystemExit):
+    """SIGTERM or SIGINT: exits 128 + signal number, as a shell reports it, without a traceback.
+
+    A `SystemExit`, so ``except Exception`` (Hydra's job runner) lets it through and the open
+    run is ended KILLED on the way out.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(128 + signum)
+        self.signum = signum
+
 
 def tracking_uri(root: str | Path = ".") -> str:
-    """MLFLOW_TRACKING_URI, or the embedded sqlite store ``<root>/mlflow.db``.
+    """MLFLOW_TRACKING_URI, or the embedded sqlite store ``mlflow.db`` of the repository.
+
+    The repository is $DVC_ROOT when DVC runs the stage: a queued or ``--temp`` experiment runs
+    in a temporary copy under ``.dvc/tmp/exps``, and DVC points DVC_ROOT at the original
+    repository, so its run lands in the store the user opens with ``make ui``. Otherwise
+    ``root``.
 
     Examples
     --------
-    >>> import os; os.environ.pop("MLFLOW_TRACKING_URI", None) and None
+    >>> import os
+    >>> for name in ("MLFLOW_TRACKING_URI", "DVC_ROOT"):
+    ...     _ = os.environ.pop(name, None)
     >>> tracking_uri("/repo")
     'sqlite:////repo/mlflow.db'
     """
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path(root).resolve()}/mlflow.db"
+    where = Path(os.environ.get("DVC_ROOT") or root).resolve()
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{where}/mlflow.db"
+
+
+def config_hash(cfg: Mapping[str, Any]) -> str:
+    """A short, stable hash of everything in the config that can change a result.
+
+    ``hydra`` (run directories) and ``tracking`` (where results go) are left out, so the same
+    experiment has the same hash whichever entry point ran it.
+
+    Examples
+    --------
+    >>> a = config_hash({"corpus": {"name": "discovery"}, "tracking": {"enabled": True}})
+    >>> a == config_hash({"corpus": {"name": "discovery"}, "tracking": {"enabled": False}})
+    True
+    >>> len(a)
+    12
+    """
+    import hashlib
+
+    kept = {k: v for k, v in cfg.items() if k not in ("hydra", "tracking")}
+    text = json.dumps(kept, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def provenance(cfg: Mapping[str, Any], root: str | Path = ".") -> dict[str, str]:
+    """Tags that let a run be matched to its code and experiment.
+
+    The git commit (DVC's baseline revision inside an experiment's temporary workspace) and
+    whether the tree had uncommitted changes, the config hash, the command line, and the DVC
+    experiment's name when DVC runs it.
+    """
+    import shlex
+    import subprocess
+
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(
+                ["git", *args], cwd=root, capture_output=True, text=True, timeout=10
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    tags = {"arecall.config_hash": config_hash(cfg), "arecall.command": shlex.join(sys.argv)}
+    commit = os.environ.get("DVC_EXP_BASELINE_REV") or git("rev-parse", "HEAD")
+    if commit:
+        tags["mlflow.source.git.commit"] = commit
+        status = git("status", "--porcelain", "--untracked-files=no")
+        if status is not None:
+            tags["arecall.git_dirty"] = str(bool(status)).lower()
+    if os.environ.get("DVC_EXP_NAME"):
+        tags["arecall.dvc_experiment"] = os.environ["DVC_EXP_NAME"]
+    return tags
+
+
+# -- the store: one lock, created once, probed, orphans closed ------------------------------------
+
+
+@contextmanager
+def store_lock(uri: str) -> Iterator[None]:
+    """Serialise writers of one embedded sqlite store across processes (a no-op otherwise).
+
+    Parallel sweep jobs (Hydra's joblib launcher) and concurrent commands share ``mlflow.db``;
+    sqlite allows one writer at a time, MLflow does not retry a locked database, and its schema
+    migration on a fresh file is not safe against a second process. An exclusive ``flock`` on
+    ``<db>.lock`` makes them take turns. A tracking server needs no lock.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with store_lock(f"sqlite:///{tempfile.mkdtemp()}/mlflow.db"):
+    ...     pass
+    """
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    lock_path = Path(uri.removeprefix("sqlite:///") + ".lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _is_server(uri: str) -> bool:
+    return uri.startswith(("http://", "https://"))
+
+
+def _bound_http() -> None:
+    """MLflow's HTTP retries and timeouts for this process, unless the environment sets them."""
+    for name, value in _HTTP_ENV.items():
+        os.environ.setdefault(name, value)
+
+
+def _probe(uri: str) -> bool:
+    """Whether a tracking server answers ``/health`` within a few seconds (True for files)."""
+    if not _is_server(uri):
+        return True
+    try:
+        with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=_PROBE_TIMEOUT):
+            return True
+    except urllib.error.HTTPError:
+        return True  # it answered: some servers have no /health; the real call will tell
+    except (OSError, ValueError):
+        return False
+
+
+@contextmanager
+def open_store(uri: str, *, orphans: bool = True) -> Iterator[Any]:
+    """An `mlflow.MlflowClient` on ``uri``, under the store's lock, ready to write.
+
+    The one way this package writes to a store. Under the lock: a server is probed (unreachable:
+    `TrackingError` at once, not after MLflow's retries), a sqlite store is opened (so its schema
+    is created or migrated by one process at a time), and runs of dead processes on this host are
+    closed (`close_orphans`).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with open_store(f"sqlite:///{tempfile.mkdtemp()}/mlflow.db") as client:
+    ...     [e.name for e in client.search_experiments()]
+    ['Default']
+    """
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    _bound_http()
+    with store_lock(uri):
+        if not _probe(uri):
+            raise TrackingError(f"tracking server {uri} unreachable")
+        from mlflow import MlflowClient
+
+        client = MlflowClient(tracking_uri=uri)
+        experiments = client.search_experiments()  # creates/migrates a sqlite store, here
+        if orphans:
+            close_orphans(client, [e.experiment_id for e in experiments])
+        yield client
+
+
+def _host() -> str:
+    return socket.gethostname()
+
+
+def _alive(pid: int, started_ms: int) -> bool:
+    """Whether ``pid`` is a live process that may own a run started at ``started_ms``."""
+    if pid == os.getpid():
+        return True
+    try:
+        import psutil
+    except ImportError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        # a pid reused by a process started after the run is not the run's owner
+        return bool(proc.create_time() * 1000 <= started_ms + 1000)
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.Error:
+        return True
+
+
+def close_orphans(client: Any, experiment_ids: Sequence[str]) -> list[str]:
+    """End KILLED the RUNNING runs of this host whose process is gone; return their ids.
+
+    A process killed with SIGKILL cannot end its run; the next writer on the same host does, with
+    the tag ``arecall.orphaned`` as evidence (the run's ``arecall.pid`` and ``arecall.host``).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with open_store(f"sqlite:///{tempfile.mkdtemp()}/mlflow.db", orphans=False) as client:
+    ...     close_orphans(client, ["0"])
+    []
+    """
+    if not experiment_ids:
+        return []
+    host = _host().replace("'", "\\'")
+    runs = client.search_runs(
+        list(experiment_ids),
+        filter_string=f"attributes.status = 'RUNNING' and tags.`arecall.host` = '{host}'",
+    )
+    closed = []
+    for run in runs:
+        try:
+            pid = int(run.data.tags.get("arecall.pid", ""))
+        except ValueError:
+            continue
+        if _alive(pid, int(run.info.start_time or 0)):
+            continue
+        client.set_tag(
+            run.info.run_id,
+            "arecall.orphaned",
+            f"process {pid} on {_host()} ended without closing the run; closed by {os.getpid()}",
+        )
+        client.set_terminated(run.info.run_id, "KILLED")
+        closed.append(run.info.run_id)
+    return closed
+
+
+# -- signals ---------------------------------------------------------------------------------------
+
+
+def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
+    raise Interrupted(signum)
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """SIGTERM and SIGINT raise `Interrupted` inside the block, so open runs end KILLED.
+
+    Only the main thread can set handlers; elsewhere this does nothing. The previous handlers
+    come back afterwards.
+
+    Examples
+    --------
+    >>> import os, signal
+    >>> try:
+    ...     with interruptible():
+    ...         os.kill(os.getpid(), signal.SIGTERM)
+    ... except Interrupted as exc:
+    ...     exc.code
+    143
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+# -- keys and params -------------------------------------------------------------------------------
+
+
+def safe_key(index: int, name: str, *, width: int = 40) -> str:
+    """An MLflow-safe key part for a name from the data: its index plus a readable remainder.
+
+    The index (the name's position in a fixed order) makes keys distinct whatever the names;
+    the rest keeps letters, digits, ``_`` and ``-`` only, truncated to ``width``. The mapping key
+    → name is logged with the run (``keys.json``).
+
+    Examples
+    --------
+    >>> safe_key(3, "a:b"), safe_key(4, "a;b"), safe_key(0, "../../x")
+    ('p003_a_b', 'p004_a_b', 'p000_x')
+    >>> len(safe_key(1, "n" * 300))
+    45
+    """
+    readable = re.sub(r"[^A-Za-z0-9_-]+", "_", name).strip("_")[:width]
+    return f"p{index:03d}_{readable}" if readable else f"p{index:03d}"
+
+
+def _params(flat: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """Params within MLflow's value limit, and the full values of the ones cut short."""
+    out, cut = {}, {}
+    for key, value in flat.items():
+        if len(value) > _PARAM_VALUE_MAX:
+            note = f"... ({len(value)} characters; in full in params_full.json)"
+            out[key], cut[key] = value[: _PARAM_VALUE_MAX - len(note)] + note, value
+        else:
+            out[key] = value
+    return out, cut
+
+
+# -- one run ---------------------------------------------------------------------------------------
+
+Artifacts = Callable[[Any, str], None]
+
+
+class TrackedRun:
+    """One MLflow run, written through `open_store`; ends FAILED or KILLED if the block fails.
+
+    `start` creates the run (tags, params); `finish` logs the metrics in batches and the
+    artifacts and ends it FINISHED. Used as a context manager, an exception ends the run FAILED
+    (with ``arecall.error``) and `Interrupted` / KeyboardInterrupt KILLED. A store that cannot be
+    written does not stop the work: the failure is remembered and reported once by `finish`, as
+    `TrackingError` (``on_error="fail"``) or a warning (``"warn"``), naming ``results`` — the
+    directory holding the results — and the ``arecall log`` argument that logs them later.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> uri = f"sqlite:///{tempfile.mkdtemp()}/mlflow.db"
+    >>> with TrackedRun(uri, "demo", run_name="r", params={"a": "1"}) as run:
+    ...     run.start()
+    ...     run_id = run.finish({"m": 0.5})
+    >>> from mlflow import MlflowClient
+    >>> got = MlflowClient(uri).get_run(run_id)
+    >>> got.info.status, got.data.metrics, got.data.params
+    ('FINISHED', {'m': 0.5}, {'a': '1'})
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        experiment: str,
+        *,
+        run_name: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+        results: tuple[str, str] | None = None,
+        on_error: str = "fail",
+    ) -> None:
+        self.uri, self.experiment, self.run_name = uri, experiment, run_name
+        self.tags = {"arecall.pid": str(os.getpid()), "arecall.host": _host(), **(tags or {})}
+        self.params = dict(params or {})
+        self.results, self.on_error = results, on_error
+        self.run_id: str | None = None
+        self._failure: BaseException | None = None
+        self._ended = False
+
+    def start(self) -> None:
+        """Create the run with its tags and params (a store failure is kept for `finish`)."""
+        params, cut = _params(self.params)
+        try:
+            with open_store(self.uri) as client:
+                experiment = _experiment_id(client, self.experiment)
+                run = client.create_run(experiment, run_name=self.run_name, tags=self.tags)
+                self.run_id = str(run.info.run_id)
+                _log_batches(client, self.run_id, params=params)
+                if cut:
+                    client.log_dict(self.run_id, cut, "params_full.json")
+        except Exception as exc:  # any store failure: the results come first
+            self._failure = exc
+
+    def finish(
+        self,
+        metrics: Mapping[str, float] | None = None,
+        stepped: Sequence[tuple[str, float, int]] = (),
+        artifacts: Artifacts | None = None,
+    ) -> str | None:
+        """Log metrics (one batch per 1000) and artifacts; end FINISHED; return the run id.
+
+        None when the store could not be written and ``on_error`` is ``warn``.
+        """
+        if self._failure is None:
+            try:
+                with open_store(self.uri, orphans=False) as client:
+                    assert self.run_id is not None
+                    _log_batches(client, self.run_id, metrics=metrics or {}, stepped=stepped)
+                    if artifacts is not None:
+                        artifacts(client, self.run_id)
+                    client.set_terminated(self.run_id, "FINISHED")
+                    self._ended = True
+                    return self.run_id
+            except Exception as exc:
+                self.end("FAILED", exc)  # best effort: a store that is down stays RUNNING
+                self._failure = exc
+        self._report(self._failure)
+        return None
+
+    def _report(self, exc: BaseException) -> None:
+        if _is_server(self.uri) and (isinstance(exc, TrackingError) or not _probe(self.uri)):
+            what = f"tracking server {self.uri} unreachable"
+        else:
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            what = f"tracking store {self.uri} failed: {type(exc).__name__}: {first}"
+        if self.results is not None:
+            where, target = self.results
+            what += f"; results are in {where}; log them later with: arecall log {target}"
+        if self.on_error == "warn":
+            print(f"arecall: warning: {what}", file=sys.stderr)
+            return None
+        raise TrackingError(what) from None
+
+    def end(self, status: str, error: BaseException | None = None) -> None:
+        """End the run with ``status`` (FAILED, KILLED), the error as a tag; never raises."""
+        if self.run_id is None or self._ended or self._failure is not None:
+            return
+        self._ended = True
+        try:
+            with open_store(self.uri, orphans=False) as client:
+                if error is not None:
+                    text = f"{type(error).__name__}: {error}"
+                    client.set_tag(self.run_id, "arecall.error", text[:_TAG_VALUE_MAX])
+                client.set_terminated(self.run_id, status)
+        except Exception:  # the run's own error is the one to report
+            pass
+
+    def __enter__(self) -> TrackedRun:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            self.end("FINISHED")
+        elif isinstance(exc, Interrupted | KeyboardInterrupt):
+            self.end("KILLED", exc if isinstance(exc, KeyboardInterrupt) else None)
+        elif isinstance(exc, SystemExit) and exc.code in (0, None):
+            self.end("FINISHED")
+        else:
+            self.end("FAILED", exc)
+
+
+def _experiment_id(client: Any, name: str) -> str:
+    experiment = client.get_experiment_by_name(name)
+    if experiment is not None:
+        return str(experiment.experiment_id)
+    try:
+        return str(client.create_experiment(name))
+    except Exception:  # created meanwhile by another client of a server
+        experiment = client.get_experiment_by_name(name)
+        if experiment is None:
+            raise
+        return str(experiment.experiment_id)
+
+
+def _log_batches(
+    client: Any,
+    run_id: str,
+    *,
+    params: Mapping[str, str] | None = None,
+    metrics: Mapping[str, float] | None = None,
+    stepped: Sequence[tuple[str, float, int]] = (),
+) -> None:
+    """Params and metrics in as few `log_batch` calls as MLflow's per-call limits allow."""
+    from mlflow.entities import Metric, Param
+
+    now = int(time.time() * 1000)
+    plist = [Param(k, v) for k, v in (params or {}).items()]
+    mlist = [Metric(k, float(v), now, 0) for k, v in (metrics or {}).items()]
+    mlist += [Metric(k, float(v), now, step) for k, v, step in stepped]
+    for i in range(0, len(plist), _PARAMS_PER_BATCH):
+        client.log_batch(run_id, params=plist[i : i + _PARAMS_PER_BATCH])
+    for i in range(0, len(mlist), _METRICS_PER_BATCH):
+        client.log_batch(run_id, metrics=mlist[i : i + _METRICS_PER_BATCH])
+
+
+# -- the pipeline's runs ---------------------------------------------------------------------------
 
 
 def _metrics(metrics: Mapping[str, Any]) -> tuple[dict[str, float], list[tuple[str, float, int]]]:
@@ -60,6 +579,95 @@ def _metrics(metrics: Mapping[str, Any]) -> tuple[dict[str, float], list[tuple[s
     return flat, stepped
 
 
+def pipeline_run(
+    cfg: Mapping[str, Any],
+    *,
+    root: str | Path = ".",
+    run_name: str | None = None,
+    tags: Mapping[str, str] | None = None,
+    parent_run_id: str | None = None,
+    results: tuple[str, str] | None = None,
+) -> TrackedRun:
+    """The `TrackedRun` of one pipeline execution (not yet started): its tags and params.
+
+    Examples
+    --------
+    >>> from arecall.pipeline.config import default_config
+    >>> run = pipeline_run(default_config(), root="/repo")
+    >>> run.tags["arecall.corpus"], run.params["retriever.name"], run.on_error
+    ('discovery', 'tfidf', 'fail')
+    """
+    run_tags = {
+        **provenance(cfg, root),
+        "arecall.corpus": str(cfg["corpus"]["name"]),
+        "arecall.retriever": str((cfg.get("retriever") or {}).get("name", "")),
+        "arecall.index": str((cfg.get("index") or {}).get("name", "none")),
+        "arecall.profiles": str(cfg["profiles"]["name"]),
+        **(tags or {}),
+    }
+    parent = parent_run_id or os.environ.get(PARENT_ENV)
+    if parent:
+        run_tags["mlflow.parentRunId"] = parent
+    tracking = cfg.get("tracking") or {}
+    return TrackedRun(
+        tracking_uri(root),
+        _experiment(cfg),
+        run_name=os.environ.get("DVC_EXP_NAME") or run_name,
+        tags=run_tags,
+        params=flatten({k: v for k, v in cfg.items() if k != "hydra"}),
+        results=results,
+        on_error=str(tracking.get("on_error", "fail")),
+    )
+
+
+def finish_pipeline_run(
+    run: TrackedRun, reports: Mapping[str, Path], *, vector: Any = None
+) -> str | None:
+    """Log a pipeline's reports (metrics, proof, tables, vector table) and end ``run`` FINISHED."""
+
+    def read(name: str) -> Any:
+        path = reports.get(name)
+        return json.loads(Path(path).read_text(encoding="utf-8")) if path else None
+
+    metrics, proof = read("metrics"), read("proof")
+    flat, stepped = _metrics(metrics) if metrics else ({}, [])
+    claims = proof["claims"] if proof else []
+    if proof:
+        flat["proof_claims_passed"] = float(sum(c["passed"] for c in claims))
+        flat["proof_claims_failed"] = float(sum(not c["passed"] for c in claims))
+    if vector is None and reports.get("vector_csv"):
+        import pandas as pd
+
+        vector = pd.read_csv(reports["vector_csv"])
+    keys: dict[str, str] = {}
+    if vector is not None:
+        vector_flat, keys = _vector_metrics(vector)
+        flat.update(vector_flat)
+
+    def artifacts(client: Any, run_id: str) -> None:
+        if metrics:
+            client.log_table(run_id, main_table(metrics), artifact_file="tables/arecall_at_k.json")
+            client.log_table(
+                run_id, restricted_table(metrics), artifact_file="tables/arecall_at_k_nonempty.json"
+            )
+        if proof:
+            client.log_table(run_id, _proof_frame(claims), artifact_file="tables/proof.json")
+            client.log_dict(run_id, proof, "proof/proof.json")
+        if vector is not None:
+            client.log_table(run_id, vector, artifact_file="tables/vector_search.json")
+        if keys:
+            client.log_dict(run_id, keys, "keys.json")
+        if reports.get("tables"):
+            client.log_text(
+                run_id, Path(reports["tables"]).read_text(encoding="utf-8"), "tables/tables.md"
+            )
+        for path in reports.values():
+            if Path(path).is_file():
+                client.log_artifact(run_id, str(path), artifact_path="reports")
+
+    return run.finish(flat, stepped, artifacts)
+
+
 def log_run(
     cfg: Mapping[str, Any],
     reports: Mapping[str, Path],
@@ -69,8 +677,9 @@ def log_run(
     tags: Mapping[str, str] | None = None,
     parent_run_id: str | None = None,
     vector: Any = None,
-) -> str:
-    """Log one pipeline execution to MLflow and return its run id.
+    results: tuple[str, str] | None = None,
+) -> str | None:
+    """Log one finished pipeline execution to MLflow and return its run id.
 
     Parameters
     ----------
@@ -87,6 +696,13 @@ def log_run(
     parent_run_id : str, optional
         Nest this run under a sweep's parent run (default: $ARECALL_PARENT_RUN_ID, set by
         `SweepCallback` for the jobs of an ``arecall run -m`` sweep).
+    results : (where, log argument), optional
+        Named by the one-line message if the store cannot be written.
+
+    Returns
+    -------
+    str or None
+        The run id; None when the store failed and ``tracking.on_error`` is ``warn``.
 
     Examples
     --------
@@ -102,105 +718,43 @@ def log_run(
     >>> len(run_id)
     32
     """
-    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-    import mlflow
-
-    def read(name: str) -> Any:
-        path = reports.get(name)
-        return json.loads(Path(path).read_text(encoding="utf-8")) if path else None
-
-    metrics, proof = read("metrics"), read("proof")
-    flat, stepped = _metrics(metrics) if metrics else ({}, [])
-    claims = proof["claims"] if proof else []
-    if proof:
-        flat["proof_claims_passed"] = float(sum(c["passed"] for c in claims))
-        flat["proof_claims_failed"] = float(sum(not c["passed"] for c in claims))
-    if vector is None and reports.get("vector_csv"):
-        import pandas as pd
-
-        vector = pd.read_csv(reports["vector_csv"])
-    if vector is not None:
-        flat.update(_vector_metrics(vector))
-    run_tags = {
-        "arecall.corpus": str(cfg["corpus"]["name"]),
-        "arecall.retriever": str((cfg.get("retriever") or {}).get("name", "")),
-        "arecall.index": str((cfg.get("index") or {}).get("name", "none")),
-        "arecall.profiles": str(cfg["profiles"]["name"]),
-        **(tags or {}),
-    }
-    parent = parent_run_id or os.environ.get(PARENT_ENV)
-    if parent:
-        run_tags["mlflow.parentRunId"] = parent
-    uri = tracking_uri(root)
-    with store_lock(uri):
-        mlflow.set_tracking_uri(uri)
-        mlflow.set_experiment(_experiment(cfg))
-        with mlflow.start_run(run_name=run_name, tags=run_tags) as run:
-            mlflow.log_params(flatten({k: v for k, v in cfg.items() if k != "hydra"}))
-            mlflow.log_metrics(flat)
-            for key, value, step in stepped:
-                mlflow.log_metric(key, value, step=step)
-            if metrics:
-                mlflow.log_table(main_table(metrics), artifact_file="tables/arecall_at_k.json")
-                mlflow.log_table(
-                    restricted_table(metrics), artifact_file="tables/arecall_at_k_nonempty.json"
-                )
-            if proof:
-                mlflow.log_table(_proof_frame(claims), artifact_file="tables/proof.json")
-                mlflow.log_dict(proof, "proof/proof.json")
-            if vector is not None:
-                mlflow.log_table(vector, artifact_file="tables/vector_search.json")
-            if reports.get("tables"):
-                mlflow.log_text(
-                    Path(reports["tables"]).read_text(encoding="utf-8"), "tables/tables.md"
-                )
-            for path in reports.values():
-                if Path(path).is_file():
-                    mlflow.log_artifact(str(path), artifact_path="reports")
-            return str(run.info.run_id)
+    run = pipeline_run(
+        cfg, root=root, run_name=run_name, tags=tags, parent_run_id=parent_run_id, results=results
+    )
+    with interruptible(), run:
+        run.start()
+        return finish_pipeline_run(run, reports, vector=vector)
 
 
-def _vector_metrics(table: Any) -> dict[str, float]:
-    """``<mode>_<column>_s<selectivity %>`` (text corpora: ``…_<principal>``) for MLflow."""
+def _vector_metrics(table: Any) -> tuple[dict[str, float], dict[str, str]]:
+    """``vector_<mode>_<column>_s<selectivity %>pct`` (text corpora: ``…_p<i>_<principal>``).
+
+    Principal names come from the data: each is keyed by `safe_key` (its index in the table's
+    principal order), returned with the mapping key → name.
+    """
     out: dict[str, float] = {}
+    keys: dict[str, str] = {}
+    index: dict[str, str] = {}
     for row in table.to_dict("records"):
-        where = (
-            f"p_{row['principal']}"
-            if "principal" in row
-            else f"s{float(row['selectivity']) * 100:g}pct"
-        )
+        if "principal" in row:
+            name = str(row["principal"])
+            if name not in index:
+                index[name] = safe_key(len(index), name)
+                keys[index[name]] = name
+            where = index[name]
+        else:
+            where = f"s{float(row['selectivity']) * 100:g}pct"
         for column in (*VECTOR, "qps"):
             if column in row:
-                name = f"vector_{row['mode']}_{column}_{where}"
-                out["".join(ch if ch.isalnum() or ch in "_-./ " else "_" for ch in name)] = float(
+                key = f"vector_{row['mode']}_{column}_{where}"
+                out["".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in key)] = float(
                     row[column]
                 )
-    return out
+    return out, keys
 
 
 def _experiment(cfg: Mapping[str, Any]) -> str:
     return str((cfg.get("tracking") or {}).get("experiment") or "arecall")
-
-
-@contextmanager
-def store_lock(uri: str) -> Iterator[None]:
-    """Serialise writers of one embedded sqlite store across processes (a no-op otherwise).
-
-    Parallel sweep jobs (Hydra's joblib launcher) share ``mlflow.db``; sqlite allows one writer
-    at a time and MLflow does not retry a locked database, so a run could be lost. An exclusive
-    ``flock`` on ``<db>.lock`` makes them take turns. A tracking server needs no lock.
-    """
-    if not uri.startswith("sqlite:///"):
-        yield
-        return
-    lock_path = Path(uri.removeprefix("sqlite:///") + ".lock")
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with lock_path.open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _proof_frame(claims: list[dict[str, Any]]) -> Any:
@@ -212,41 +766,121 @@ def _proof_frame(claims: list[dict[str, Any]]) -> Any:
     )
 
 
+# -- arecall evaluate --mlflow ---------------------------------------------------------------------
+
+
+def _evaluation_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
+    flat: dict[str, float] = {}
+    for key in (
+        "queries",
+        "queries_without_relevant",
+        "queries_missing_from_run",
+        "run_queries_not_judged",
+        "pairs",
+        "pairs_without_authorized_relevant",
+    ):
+        if key in summary:
+            flat[key] = float(summary[key])
+    keys = dict.fromkeys(key for row in summary["k"].values() for key in row)
+    keys.pop("significance", None)
+    flat.update(mlflow_metrics(summary["k"], keys))
+    return flat
+
+
+def log_evaluation(
+    summary: dict[str, Any],
+    table: Any,
+    *,
+    params: Mapping[str, str],
+    comparison: Any = None,
+) -> tuple[str, str]:
+    """Log an ``arecall evaluate`` summary as one MLflow run; return (run id, tracking URI).
+
+    Metrics are ``<measure>_at_<k>`` (and ``gap_ci_low_at_<k>`` etc.), the per-K table is an
+    MLflow table (``summary.json``) and the whole summary a JSON artifact. The store is
+    MLFLOW_TRACKING_URI, else ``sqlite:///mlflow.db`` in the working directory; the experiment
+    is MLFLOW_EXPERIMENT_NAME, else ``arecall-evaluate``. A store that cannot be written is one
+    `TrackingError` line (the report was already written).
+    """
+    uri = tracking_uri(Path.cwd())
+    run = TrackedRun(
+        uri,
+        os.environ.get("MLFLOW_EXPERIMENT_NAME") or "arecall-evaluate",
+        run_name=f"evaluate {Path(params.get('run', 'run')).name}",
+        tags={"arecall.entry": "arecall evaluate"},
+        params=params,
+    )
+
+    def artifacts(client: Any, run_id: str) -> None:
+        client.log_table(run_id, table, artifact_file="summary.json")
+        client.log_dict(run_id, summary, "evaluation.json")
+        if comparison is not None:
+            client.log_table(run_id, comparison, artifact_file="comparison.json")
+
+    with interruptible(), run:
+        run.start()
+        run_id = run.finish(_evaluation_metrics(summary), artifacts=artifacts)
+    assert run_id is not None  # on_error is "fail": a failure raised
+    return run_id, uri
+
+
+# -- sweeps ----------------------------------------------------------------------------------------
+
+
+def end_sweep(status: str | None = None) -> None:
+    """End the open sweep's parent run (if any): FAILED if a point failed, else ``status``.
+
+    Points still RUNNING (their process interrupted) are ended KILLED. Called when the sweep
+    ends, and by ``arecall run`` when it ends early (an exception, a signal).
+    """
+    run_id = os.environ.pop(PARENT_ENV, None)
+    if run_id is None:
+        return
+    try:
+        with open_store(tracking_uri("."), orphans=False) as client:
+            parent = client.get_run(run_id)
+            children = client.search_runs(
+                [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{run_id}'"
+            )
+            for child in children:
+                if child.info.status == "RUNNING":
+                    client.set_terminated(child.info.run_id, "KILLED")
+            failed = any(c.info.status in ("FAILED", "KILLED") for c in children)
+            final = status or "FINISHED"
+            if final == "FINISHED" and failed:
+                final = "FAILED"
+            client.set_terminated(run_id, final)
+    except Exception as exc:  # the points' own messages name the failure
+        print(
+            f"arecall: warning: could not end the sweep's MLflow run {run_id}: {exc}",
+            file=sys.stderr,
+        )
+
+
 class SweepCallback(Callback):
     """Hydra callback: an ``arecall run -m`` sweep gets one MLflow parent run.
 
     Started before the launcher spawns any job, so every job (in-process or joblib workers,
     which inherit the environment) finds its id in $ARECALL_PARENT_RUN_ID and nests under it;
-    finished when the sweep ends. The sweep's overrides are the parent's params.
+    ended when the sweep ends: FAILED if any point failed, else FINISHED (`end_sweep`). The
+    sweep's overrides are the parent's params. A store that cannot be written leaves the sweep
+    untracked here; each point reports it.
     """
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         if not (config.get("tracking") or {}).get("enabled", True):
             return
-        os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-        import mlflow
-
         overrides = [str(o) for o in config.hydra.overrides.task]
-        uri = tracking_uri(".")
-        with store_lock(uri):
-            client = mlflow.MlflowClient(tracking_uri=uri)
-            mlflow.set_tracking_uri(uri)
-            experiment = mlflow.set_experiment(_experiment(config))
-            run = client.create_run(
-                experiment.experiment_id,
-                run_name="sweep " + " ".join(overrides),
-                tags={"arecall.entry": "arecall run -m", "arecall.sweep": "parent"},
-            )
-            for i, override in enumerate(overrides):
-                client.log_param(run.info.run_id, f"sweep.override.{i}", override)
-        os.environ[PARENT_ENV] = run.info.run_id
+        run = TrackedRun(
+            tracking_uri("."),
+            _experiment(config),
+            run_name="sweep " + " ".join(overrides),
+            tags={"arecall.entry": "arecall run -m", "arecall.sweep": "parent"},
+            params={f"sweep.override.{i}": o for i, o in enumerate(overrides)},
+        )
+        run.start()
+        if run.run_id is not None:
+            os.environ[PARENT_ENV] = run.run_id
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
-        run_id = os.environ.pop(PARENT_ENV, None)
-        if run_id is None:
-            return
-        import mlflow
-
-        uri = tracking_uri(".")
-        with store_lock(uri):
-            mlflow.MlflowClient(tracking_uri=uri).set_terminated(run_id, "FINISHED")
+        end_sweep("FINISHED")

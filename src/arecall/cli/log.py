@@ -1,0 +1,71 @@
+"""``arecall log DIR``: log a finished run's results to MLflow later (after a tracking outage).
+
+Why: a run whose tracking store could not be written keeps its results and says so in one line,
+``… results are in DIR; log them later with: arecall log DIR``. This is that later step, through
+the same code path as every other store write (`arecall.pipeline.tracking.log_run`).
+
+``DIR`` is either an ``arecall run`` directory (its config is Hydra's ``DIR/.hydra/config.yaml``,
+its reports at the top) or a DVC repository (``DIR/params.yaml`` and ``DIR/reports/``, what the
+DVC track stage names as ``arecall log .``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from arecall.core.errors import ArecallError
+
+__all__ = ["log_main"]
+
+USAGE = "usage: arecall log DIR  (an `arecall run` directory, or a DVC repository: params.yaml)"
+
+
+def log_main(argv: Sequence[str]) -> int:
+    """Log the results in ``argv[0]`` as one MLflow run; return the exit status.
+
+    Examples
+    --------
+    >>> log_main(["/nonexistent-run-dir"])
+    Traceback (most recent call last):
+    ...
+    arecall.core.errors.ArecallError: /nonexistent-run-dir: not a run directory (no .hydra/config.yaml, no params.yaml)
+    """  # noqa: E501 (a doctest's expected line)
+    from arecall.pipeline.config import load_params
+    from arecall.pipeline.layout import Layout
+    from arecall.pipeline.tracking import log_run, tracking_uri
+
+    args = list(argv)
+    if args and args[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0
+    if len(args) != 1:
+        raise ArecallError(f"log: expected one directory ({USAGE.removeprefix('usage: ')})")
+    directory = Path(args[0])
+    if (directory / "params.yaml").is_file():
+        cfg, layout, entry = load_params(directory / "params.yaml"), Layout.dvc(directory), "dvc"
+    elif (directory / ".hydra" / "config.yaml").is_file():
+        cfg, layout = load_params(directory / ".hydra" / "config.yaml"), Layout.run(directory)
+        entry = "arecall run"
+    else:
+        raise ArecallError(
+            f"{directory}: not a run directory (no .hydra/config.yaml, no params.yaml)"
+        )
+    reports = layout.report_files()
+    if "metrics" not in reports and "vector_csv" not in reports:
+        raise ArecallError(
+            f"{layout.reports}: no results to log (no metrics.json or vector_search.csv)"
+        )
+    run_id = log_run(
+        {**cfg, "tracking": {**cfg["tracking"], "on_error": "fail"}},
+        reports,
+        run_name=f"log {directory}",
+        tags={
+            "arecall.entry": "arecall log",
+            "arecall.logged_from": entry,
+            "arecall.run_dir": str(directory.resolve()),
+        },
+    )
+    print(f"mlflow: logged run {run_id} to {tracking_uri('.')}", file=sys.stderr)
+    return 0
