@@ -20,18 +20,18 @@ from conftest import ROOT
 
 # (overrides, dotted key, what the message says)
 BAD = [
-    (["corpus=vectors", "index=exact", "corpus.dims=abc"], "corpus.dims", "got 'abc'"),
+    (["vector_search.corpus.dims=abc"], "vector_search.corpus.dims", "got 'abc'"),
     (
-        ["corpus=vectors", "index=exact", "corpus.selectivities=[abc]"],
-        "corpus.selectivities[0]",
+        ["vector_search.corpus.selectivities=[abc]"],
+        "vector_search.corpus.selectivities[0]",
         "got 'abc'",
     ),
     (
-        ["corpus=vectors", "index=hnsw", "index.target_recall=abc"],
-        "index.target_recall",
+        ["vector_search.index.target_recall=abc"],
+        "vector_search.index.target_recall",
         "got 'abc'",
     ),
-    (["corpus=vectors", "index=exact", "corpus.k=2.5"], "corpus.k", "got 2.5"),
+    (["vector_search.corpus.k=2.5"], "vector_search.corpus.k", "got 2.5"),
     (["retriever.depth=0"], "retriever.depth", "must be a positive integer, got 0"),
     (["evaluation.ks=[0]"], "evaluation.ks[0]", "must be a positive integer, got 0"),
     (["+retriever.bogus=1"], "retriever.bogus", "unknown key"),
@@ -81,7 +81,7 @@ def test_params_yaml_refuses_the_same_bad_value_naming_the_file(tmp_path, overri
 
 
 def test_a_float_k_is_refused_not_truncated(tmp_path):
-    p = _params_with(tmp_path, ["corpus=vectors", "index=exact", "corpus.k=2.5"])
+    p = _params_with(tmp_path, ["vector_search.corpus.k=2.5"])
     with pytest.raises(ArecallError, match=r"corpus\.k: must be a positive integer, got 2\.5"):
         load_params(p)
 
@@ -102,7 +102,6 @@ def test_an_unknown_section_and_a_bad_option_name_are_refused(tmp_path):
 REQUIRED = {
     ("corpus", "seed_json"): ["corpus.path=/some/dir"],
     ("corpus", "beir"): ["corpus.path=/some/dir"],
-    ("corpus", "vectors"): ["index=exact"],
     ("profiles", "acl_file"): ["profiles.path=/some/acl.tsv"],
 }
 
@@ -119,21 +118,35 @@ def test_every_yaml_option_has_a_schema_and_every_schema_a_yaml_option():
     assert set(_options()) == {(g, o) for g, options in GROUPS.items() for o in options}
 
 
+#: what an option needs of the other groups to compose (a vector index: dense embeddings)
+COMPANIONS = {
+    ("index", "exact"): ["retriever=dense_lsa"],
+    ("index", "hnsw"): ["retriever=dense_lsa"],
+}
+
+
 @pytest.mark.parametrize(("group", "option"), _options())
 def test_every_option_composes_from_its_schema_and_validates(group, option):
-    cfg = default_config([f"{group}={option}", *REQUIRED.get((group, option), [])])
+    needs = [*REQUIRED.get((group, option), []), *COMPANIONS.get((group, option), [])]
+    if (group, option) == ("corpus", "vectors"):  # the vector experiment's corpus only
+        cfg, section = default_config(), default_config()["vector_search"]["corpus"]
+    else:
+        cfg = default_config([f"{group}={option}", *needs])
+        section = cfg[group]
     schema = GROUPS[group][option]
-    assert set(cfg[group]) == {f.name for f in schema.__dataclass_fields__.values()}
-    if "name" in cfg[group]:
-        assert cfg[group]["name"] == option
+    assert set(section) == {f.name for f in schema.__dataclass_fields__.values()}
+    if "name" in section:
+        assert section["name"] == option
+
+
+def test_corpus_vectors_for_the_text_pipeline_is_one_line_pointing_at_vector_search():
+    with pytest.raises(ArecallError, match="vector_search") as err:
+        default_config(["corpus=vectors"])
+    assert "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize(("group", "option"), sorted(REQUIRED))
 def test_a_required_path_left_null_is_refused_at_composition(group, option):
-    if option == "vectors":
-        with pytest.raises(ArecallError, match="corpus=vectors needs a vector index"):
-            default_config([f"{group}={option}"])
-        return
     with pytest.raises(ArecallError, match=rf"{group}\.path: required"):
         default_config([f"{group}={option}"])
 
@@ -141,4 +154,7 @@ def test_a_required_path_left_null_is_refused_at_composition(group, option):
 def test_the_yaml_options_repeat_no_value_of_the_schema():
     for group, option in _options():
         text = yaml.safe_load((CONF_DIR / group / f"{option}.yaml").read_text())
-        assert text == {"defaults": [f"base_{option}", "_self_"]}, (group, option)
+        expected = {"defaults": [f"base_{option}", "_self_"]}
+        if (group, option) == ("corpus", "vectors"):  # refused outside vector_search
+            expected["name"] = "${arecall.vector_search_only:}"
+        assert text == expected, (group, option)

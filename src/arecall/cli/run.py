@@ -7,10 +7,13 @@ sweep's parent run.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from hydra.errors import CompactHydraException
 
 from arecall.core.errors import ArecallError, print_error
 
@@ -46,37 +49,41 @@ def _register_resolvers() -> None:
 
 
 def run_main(argv: Sequence[str]) -> int:
-    """Compose the config from ``argv`` (Hydra overrides), run every stage, log to MLflow."""
+    """Compose the config from ``argv`` (Hydra overrides), run every stage, log to MLflow.
+
+    Each run's MLflow run is opened before the stages (params, ``arecall.pid``/``arecall.host``)
+    and ended FINISHED after the reports are logged; a failure ends it FAILED, SIGTERM / SIGINT
+    KILLED (exit 143 / 130). In a ``-m`` sweep a failed point is FAILED and the other points still
+    run; the sweep then exits non-zero and its parent run ends FAILED.
+    """
     import hydra
     from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
     from omegaconf import DictConfig, OmegaConf
 
     from arecall.pipeline.config import CONF_DIR
     from arecall.pipeline.layout import Layout
     from arecall.pipeline.run import run_all
+    from arecall.pipeline.tracking import Interrupted, end_sweep, interruptible
 
     root = os.getcwd()
 
     @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
     def task(cfg: DictConfig) -> float | None:
         config: Any = OmegaConf.to_container(cfg, resolve=True)
-        layout = Layout.run(HydraConfig.get().runtime.output_dir)
+        hydra_cfg = HydraConfig.get()
+        directory = hydra_cfg.runtime.output_dir
+        layout = Layout.run(directory)
         try:
-            result = run_all(config, layout)
-            if config["tracking"]["enabled"]:
-                from arecall.pipeline.tracking import log_run
-
-                log_run(
-                    config,
-                    layout.report_files(),
-                    vector=result.get("vector"),
-                    root=root,
-                    run_name=HydraConfig.get().job.override_dirname or "defaults",
-                    tags={"arecall.entry": "arecall run"},
-                )
+            result = _tracked(config, layout, run_all, root, directory, hydra_cfg)
         except ArecallError as exc:
-            sys.exit(print_error(exc))
+            if hydra_cfg.mode != RunMode.MULTIRUN:
+                sys.exit(print_error(exc))
+            point = hydra_cfg.job.override_dirname or "defaults"
+            print_error(f"sweep point {hydra_cfg.job.num} ({point}): {exc}")
+            raise SweepPointFailed(point, str(exc)) from None
         print(result["tables"])
+        print(layout.vector_table.read_text(encoding="utf-8"))
         if "metrics" not in result:
             return None
         k_max = list(result["metrics"]["k"])[-1]
@@ -87,27 +94,90 @@ def run_main(argv: Sequence[str]) -> int:
     check_composition(argv)
     _register_resolvers()
     sys.argv = ["arecall run", *argv]
-    task()
+    try:
+        with interruptible():
+            task()
+    except Interrupted as exc:
+        end_sweep("KILLED")
+        print(f"arecall: interrupted by {signal.Signals(exc.signum).name}", file=sys.stderr)
+        raise
+    except BaseException:
+        end_sweep("FAILED")  # a point failed (Hydra raises after the sweep) or a bug
+        raise
     return 0
 
 
-def check_group_choices(argv: Sequence[str], conf_dir: Path) -> None:
-    """Refuse ``group=option`` overrides naming no config file, in one line, before Hydra does.
+class SweepPointFailed(CompactHydraException):
+    """A sweep point failed with a user error (already printed): Hydra's job-level failure.
 
-    Hydra's own message for this spans a dozen lines; the check is the same (the option's YAML
-    file must exist), only the message is shorter. Sweeps (``a,b``) check each choice.
+    Raised from the task so Hydra marks the job FAILED and still runs the other points; after
+    the sweep Hydra re-raises it and, being compact, prints this one line (exit status 1).
+    """
+
+    def __init__(self, point: str, error: str) -> None:
+        super().__init__(
+            f"arecall: error: the sweep had a failed point ({point}: see above); "
+            "the other points ran"
+        )
+        self.point, self.error = point, error
+
+    def __reduce__(self) -> tuple[Any, ...]:  # joblib workers send it back pickled
+        return (SweepPointFailed, (self.point, self.error))
+
+
+def _tracked(
+    config: Any, layout: Any, run_all: Any, root: str, directory: str, hydra_cfg: Any
+) -> dict[str, Any]:
+    """Run the stages inside this run's MLflow run (untracked if tracking is disabled)."""
+    if not config["tracking"]["enabled"]:
+        result: dict[str, Any] = run_all(config, layout)
+        return result
+    from arecall.pipeline.tracking import finish_pipeline_run, pipeline_run
+
+    run = pipeline_run(
+        config,
+        root=root,
+        run_name=hydra_cfg.job.override_dirname or "defaults",
+        tags={"arecall.entry": "arecall run", "arecall.run_dir": str(directory)},
+        results=(str(directory), str(directory)),
+    )
+    with run:
+        run.start()
+        result = run_all(config, layout)
+        finish_pipeline_run(run, layout.report_files(), vector=result.get("vector"))
+    return result
+
+
+def check_group_choices(argv: Sequence[str], conf_dir: Path) -> None:
+    """Refuse ``group=option`` overrides naming no option of the group, in one line.
+
+    An option is the name of a YAML file of the group's directory, nothing else: a path
+    (``retriever=../corpus/discovery``, ``corpus=./discovery``) would load another group's file
+    and fail late with Hydra's own multi-line message. ``group@package=option`` is checked
+    against ``group``; sweeps (``a,b``) check each choice.
+
+    Examples
+    --------
+    >>> from arecall.pipeline.config import CONF_DIR
+    >>> check_group_choices(["retriever=../corpus/discovery"], CONF_DIR)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    arecall.core.errors.ArecallError: retriever=../corpus/discovery: no such retriever config ...
     """
     for arg in argv:
         key, sep, value = arg.partition("=")
-        if not sep or "." in key or key.startswith(("+", "~", "-", "hydra")):
+        name = key.lstrip("+").split("@", 1)[0]
+        if not sep or not name or "." in name or key.startswith(("~", "-", "hydra")):
             continue
-        group = conf_dir / key
-        if not group.is_dir():
+        group = conf_dir / name
+        if not group.is_dir() or "(" in value:  # choice(...), range(...): Hydra's sweep syntax
             continue
+        known = sorted(p.stem for p in group.glob("*.yaml"))
         for option in value.split(","):
-            if not (group / f"{option}.yaml").is_file():
-                known = ", ".join(sorted(p.stem for p in group.glob("*.yaml")))
-                raise ArecallError(f"{key}={option}: no such {key} config (known: {known})")
+            if option not in known:
+                raise ArecallError(
+                    f"{key}={option}: no such {name} config (known: {', '.join(known)})"
+                )
 
 
 def check_composition(argv: Sequence[str]) -> None:
@@ -116,13 +186,15 @@ def check_composition(argv: Sequence[str]) -> None:
     Each point of a ``-m`` sweep is composed and checked against the schema
     (`arecall.pipeline.config.default_config`), so a bad value anywhere is one line naming the
     override and the key, and nothing is written. ``--help``-like flags skip the check.
+    A value given as a string where the schema wants a number (``evaluation.ks=["5"]``) is
+    refused as in params.yaml, although Hydra would convert it.
     """
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra._internal.utils import get_args_parser
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
-    from arecall.pipeline.config import default_config
+    from arecall.pipeline.config import CONF_DIR, default_config
 
     args = get_args_parser().parse_args(list(argv))
     if args.help or args.hydra_help or args.info or args.shell_completion:
@@ -135,4 +207,49 @@ def check_composition(argv: Sequence[str]) -> None:
             raise ArecallError(f"{' '.join(args.overrides)}: {str(exc).splitlines()[0]}") from None
         points = [point for batch in BasicSweeper.split_arguments(parsed, None) for point in batch]
     for point in points:
-        default_config(point)
+        check_group_choices(point, CONF_DIR)
+        _check_raw_strings(point, default_config(point))
+
+
+def _has_string(value: Any) -> bool:
+    if isinstance(value, str):
+        return "${" not in value  # an interpolation resolves to its target's type
+    if isinstance(value, dict):
+        return any(_has_string(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_has_string(v) for v in value)
+    return False
+
+
+def _check_raw_strings(point: Sequence[str], cfg: dict[str, Any]) -> None:
+    """Check the overrides' values as given (Hydra converts ``"5"`` to 5 for an int field).
+
+    Each override holding a string is put back, unconverted, into the checked configuration,
+    which is checked again: the schema refuses a string where a number is expected, naming the
+    override.
+    """
+    import copy
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from arecall.pipeline.config import override_origin
+    from arecall.pipeline.schema import check_config
+
+    raw = copy.deepcopy(cfg)
+    changed = False
+    for o in OverridesParser.create().parse_overrides(list(point)):
+        key = o.key_or_group
+        if o.is_delete() or "@" in key or "." not in key or key.startswith("hydra"):
+            continue
+        value = o.value()
+        if not _has_string(value):
+            continue
+        *path, leaf = key.split(".")
+        node: Any = raw
+        for part in path:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and leaf in node:
+            node[leaf] = value
+            changed = True
+    if changed:
+        check_config(raw, origin=override_origin(point))

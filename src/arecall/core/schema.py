@@ -124,16 +124,39 @@ def setting(
 
 
 class ConfigProblem(ArecallError):
-    """A bad configuration value: ``origin: key: problem, got value`` in one line."""
+    """A bad configuration value: ``origin: key: problem, got value`` in one line.
 
-    def __init__(self, key: str, problem: str, value: Any, origin: str | None = None) -> None:
-        self.key, self.problem, self.value, self.origin = key, problem, value, origin
+    ``got=False`` leaves the value out, for a problem that states it itself (a size estimate).
+    A number written as a string says so, since ``got '5'`` alone reads like a quoting slip.
+
+    Examples
+    --------
+    >>> str(ConfigProblem("evaluation.ks[0]", "must be a positive integer", "5"))
+    "evaluation.ks[0]: must be a positive integer, got '5' (a string)"
+    """
+
+    def __init__(
+        self, key: str, problem: str, value: Any, origin: str | None = None, *, got: bool = True
+    ) -> None:
+        self.key, self.problem, self.value, self.origin, self.got = key, problem, value, origin, got
         where = f"{origin}: " if origin else ""
-        super().__init__(f"{where}{key}: {problem}, got {shown(value)}")
+        given = f", got {shown(value)}{_string_note(value)}" if got else ""
+        super().__init__(f"{where}{key}: {problem}{given}")
 
     def at(self, origin: str) -> ConfigProblem:
         """The same problem, attributed to ``origin`` (a file or an override)."""
-        return ConfigProblem(self.key, self.problem, self.value, origin)
+        return ConfigProblem(self.key, self.problem, self.value, origin, got=self.got)
+
+
+def _string_note(value: Any) -> str:
+    """`` (a string)`` for a string that reads as a number, else nothing."""
+    if not isinstance(value, str):
+        return ""
+    try:
+        float(value)
+    except ValueError:
+        return ""
+    return " (a string)"
 
 
 def shown(value: Any) -> str:

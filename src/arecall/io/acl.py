@@ -10,8 +10,8 @@ Both are read by `arecall.io.text` with ``comments=True``: gzip, a UTF-8 BOM, CR
 and ``#`` comment lines (a line whose first character is ``#``; so an id cannot start with
 ``#`` in these files) are handled the same on every path. Fields are split on tabs and trimmed
 of surrounding whitespace; an empty field, a wrong field count or a file without a single grant
-is an `ArecallError` naming the file and line. Deny by default is the callers' rule: a document
-no line names is authorized to nobody.
+(empty, or only a header, blank lines or comments) is an `ArecallError` naming the file and line.
+Deny by default is the callers' rule: a document no line names is authorized to nobody.
 """
 
 from __future__ import annotations
@@ -90,7 +90,8 @@ def _pairs(path: str | os.PathLike[str], names: tuple[str, str], headers: Sequen
             n.append(number)
         first, second, numbers = as_strings(a), as_strings(b), np.asarray(n, dtype=np.int64)
     if len(numbers) == 0:
-        raise ArecallError(f"{p}: line 1: the file is empty; expected {layout} lines")
+        what = f"line {header}: only a header" if header else "line 1: the file is empty"
+        raise ArecallError(f"{p}: {what}; expected {layout} lines")
     return Pairs(p, first, second, numbers)
 
 

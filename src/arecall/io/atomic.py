@@ -4,25 +4,49 @@ DVC accepts whatever sits at an output path when a stage exits 0, and a reader o
 never see a truncated file; every artifact arecall writes goes through these helpers. The file
 ends with the mode a plain ``open(path, "w")`` would give (``0o666`` less the umask), not the
 ``0o600`` of the temporary file it was written as.
+
+No temporary file outlives its write:
+
+* It is named ``.<target name>.<pid>.<random>.tmp`` beside the target, so it is recognisably
+  arecall's and says which process owns it.
+* An exception in the block (including ``KeyboardInterrupt``) removes it. SIGTERM and SIGHUP,
+  whose default action ends the process without unwinding, are handled while their handler is
+  still the default one: the live temporary files are removed, then the signal is delivered again
+  with the default action (same exit status). A handler someone else installed (``arecall run``
+  turns SIGTERM into an exception) is left alone; its exception unwinds the block.
+* kill -9 cannot be caught: the next write to the same target removes the temporary files of
+  processes that no longer exist (a live process's file is left alone; it may still be writing).
+* A storage failure — disk full, file-size limit, read-only or unwritable directory, a file where
+  a directory should be — is one `ArecallError` naming the target; the target keeps its previous
+  content.
 """
 
 from __future__ import annotations
 
+import atexit
+import errno
 import json
 import os
+import re
+import signal
 import tempfile
 import threading
+import time
 import zipfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import numpy as np
 
+from arecall.core.errors import ArecallError
+
 __all__ = [
     "atomic_path",
     "current_umask",
+    "remove_stale",
     "write_json",
     "write_npz",
     "write_parquet",
@@ -31,6 +55,30 @@ __all__ = [
 ]
 
 _UMASK_LOCK = threading.Lock()
+#: Temporary files being written by this process (removed by the signal handler and at exit).
+_LIVE: set[str] = set()
+#: Signals whose default action ends the process without unwinding Python frames.
+_FATAL = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+#: A temporary file from before the pid was part of the name is stale once this old (seconds).
+LEGACY_AGE = 3600
+#: What the OS says when it will not store a file: the user's to fix, not a bug.
+_STORAGE_ERRORS = frozenset(
+    getattr(errno, name)
+    for name in (
+        "ENOSPC",
+        "EDQUOT",
+        "EFBIG",
+        "EROFS",
+        "EACCES",
+        "EPERM",
+        "ENOTDIR",
+        "EISDIR",
+        "EEXIST",
+        "EIO",
+        "ENAMETOOLONG",
+    )
+    if hasattr(errno, name)
+)
 
 
 def current_umask() -> int:
@@ -57,9 +105,118 @@ def current_umask() -> int:
     return mask
 
 
+# -- temporary files that outlive their write ---------------------------------------------------
+
+
+def _remove_live() -> None:
+    """Remove the live temporary files this process created (a forked child inherits the set)."""
+    mine = f".{os.getpid()}."
+    for name in list(_LIVE):
+        if mine in os.path.basename(name):
+            with suppress(OSError):
+                os.unlink(name)
+    _LIVE.clear()
+
+
+def _on_fatal_signal(signum: int, frame: FrameType | None) -> None:
+    """Remove this process's temporary files, then die of the signal as the default would."""
+    _remove_live()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def _guard_signals() -> None:
+    """Handle each fatal signal whose handler is still the default one (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in _FATAL:
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            signal.signal(sig, _on_fatal_signal)
+
+
+atexit.register(_remove_live)
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this host (one of another user's counts)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists, owned by someone else
+        return True
+    return True
+
+
+def remove_stale(path: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temporary files of ``path`` left by processes that no longer exist.
+
+    ``.<name>.<pid>.<random>.tmp`` goes when no process ``pid`` exists; a file of the form
+    before the pid was recorded (``.<name>.<random>.tmp``) goes once it is `LEGACY_AGE` seconds
+    old. Anything else, and another target's files, stay.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / ".x.json.999999999.abcd1234.tmp").write_text("partial")
+    >>> [p.name for p in remove_stale(d / "x.json")]
+    ['.x.json.999999999.abcd1234.tmp']
+    """
+    target = Path(path)
+    prefix = f".{target.name}."
+    ours = re.compile(re.escape(prefix) + r"(?:(\d+)\.)?[a-z0-9_]+\.tmp")
+    removed: list[Path] = []
+    try:
+        entries = [e for e in os.scandir(target.parent) if e.name.startswith(prefix)]
+    except OSError:
+        return removed
+    now = time.time()
+    for entry in entries:
+        match = ours.fullmatch(entry.name)
+        if match is None:
+            continue
+        pid = match.group(1)
+        try:
+            stale = (
+                not _alive(int(pid))
+                if pid is not None
+                else now - entry.stat(follow_symlinks=False).st_mtime > LEGACY_AGE
+            )
+            if stale:
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+        except (OSError, OverflowError):
+            continue  # gone already, or not ours to remove
+    return removed
+
+
+# -- storage failures ---------------------------------------------------------------------------
+
+
+def _cannot_write(target: Path, exc: OSError) -> ArecallError:
+    """One line for a write the OS refused, naming the file."""
+    parent = target.parent
+    if exc.errno in (errno.EEXIST, errno.ENOTDIR) and not parent.is_dir():
+        blocker = next((p for p in (parent, *parent.parents) if p.exists()), parent)
+        return ArecallError(f"{target}: cannot write: {blocker} is not a directory")
+    reason = os.strerror(exc.errno) if exc.errno is not None else str(exc)
+    return ArecallError(f"{target}: cannot write: {reason}")
+
+
+def _is_storage_error(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in _STORAGE_ERRORS
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds.
+
+    The temporary file is removed however the block ends (see the module docstring for signals
+    and kill -9); a storage failure (disk full, read-only, …) is one `ArecallError` naming
+    ``path``.
 
     Examples
     --------
@@ -67,21 +224,36 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     >>> d = pathlib.Path(tempfile.mkdtemp())
     >>> with atomic_path(d / "x.txt") as tmp:
     ...     _ = tmp.write_text("ok")
-    >>> (d / "x.txt").read_text()
-    'ok'
+    >>> (d / "x.txt").read_text(), [p.name for p in d.iterdir()]
+    ('ok', ['x.txt'])
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    _guard_signals()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale(target)
+        fd, name = tempfile.mkstemp(
+            prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=target.parent
+        )
+    except OSError as exc:
+        if _is_storage_error(exc):
+            raise _cannot_write(target, exc) from None
+        raise
+    _LIVE.add(name)
     os.close(fd)
     tmp = Path(name)
     try:
         yield tmp
         os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp made it 0600
         os.replace(tmp, target)
+    except OSError as exc:
+        if _is_storage_error(exc):
+            raise _cannot_write(target, exc) from None
+        raise
     finally:
-        if tmp.exists():
+        with suppress(FileNotFoundError):
             tmp.unlink()
+        _LIVE.discard(name)
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> None:

@@ -3,7 +3,11 @@
 authorized-recall 0.1.0's interchange format. Reading is separate from building a collection
 (`arecall.data.sources.seed_json`) so the files get the same text handling as every other
 format (`arecall.io.text`: a directory or missing file named, gzip, BOM, UTF-8 errors by line)
-and a malformed file is one `ArecallError` naming it and the line.
+and a malformed file is one `ArecallError` naming it and the line. `read_seed_files` also refuses
+what the BEIR reader refuses and the seed would mis-handle, naming the JSON path: a query of only
+whitespace, a relevant id that is not a non-empty string (a list or a number cannot name a
+dataset), an empty or blank principal name. The rest of the records' shape is checked where they
+become a collection (`arecall.data.sources.seed_json`).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any
 from arecall.core.errors import ArecallError
 from arecall.io.text import read_text
 
-__all__ = ["SeedFiles", "read_seed_files", "read_seed_member"]
+__all__ = ["SeedFiles", "check_seed_values", "read_seed_files", "read_seed_member"]
 
 FILES = (("corpus.json", "datasets"), ("queries.json", "queries"), ("profiles.json", "profiles"))
 
@@ -72,4 +76,47 @@ def read_seed_files(directory: str | os.PathLike[str]) -> SeedFiles:
     datasets, queries, profiles = (
         read_seed_member(p, key) for p, (_, key) in zip(paths, FILES, strict=True)
     )
-    return SeedFiles(datasets, queries, profiles, (str(paths[0]), str(paths[1]), str(paths[2])))
+    seed = SeedFiles(datasets, queries, profiles, (str(paths[0]), str(paths[1]), str(paths[2])))
+    check_seed_values(seed)
+    return seed
+
+
+def check_seed_values(seed: SeedFiles) -> None:
+    """Refuse blank queries, relevant ids that are not strings and blank principal names.
+
+    Why here: the seed indexes a query of spaces as nothing and a principal ``""`` as a name,
+    and a relevant id ``["ds-0"]`` crashed set membership; the BEIR reader refuses all three.
+    Records of the wrong shape (not an object, a missing field) are left to the collection
+    builder, which names them.
+
+    Examples
+    --------
+    >>> check_seed_values(SeedFiles([], [{"query": " ", "relevant": []}], {}, ("c", "q", "p")))
+    Traceback (most recent call last):
+    ...
+    arecall.core.errors.ArecallError: q: queries[0].query: must be a non-empty string, got ' '
+    >>> check_seed_values(SeedFiles([], [{"query": "a", "relevant": [["d"]]}], {}, ("c", "q", "p")))
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    arecall.core.errors.ArecallError: q: queries[0].relevant[0]: must be a dataset id ..., got ['d']
+    """
+    _, queries_file, profiles_file = seed.files
+    for i, query in enumerate(seed.queries if isinstance(seed.queries, list) else ()):
+        if not isinstance(query, dict):
+            continue
+        where = f"{queries_file}: queries[{i}]"
+        text = query.get("query")
+        if isinstance(text, str) and not text.strip():
+            raise ArecallError(f"{where}.query: must be a non-empty string, got {text!r}")
+        relevant = query.get("relevant")
+        for j, doc in enumerate(relevant if isinstance(relevant, list) else ()):
+            if not isinstance(doc, str) or not doc:
+                raise ArecallError(
+                    f"{where}.relevant[{j}]: must be a dataset id (a non-empty string), got {doc!r}"
+                )
+    for name in seed.profiles if isinstance(seed.profiles, dict) else ():
+        if not name.strip():
+            raise ArecallError(
+                f"{profiles_file}: profiles[{name!r}]: a principal name must be non-empty"
+            )

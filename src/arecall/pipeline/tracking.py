@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import re
 import signal
@@ -244,6 +245,10 @@ def open_store(uri: str, *, orphans: bool = True) -> Iterator[Any]:
     """
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     _bound_http()
+    # creating a fresh store is routine, not news: MLflow's and alembic's INFO lines about it
+    # would otherwise stand before (and break) the one-line error of a run that then fails
+    for name in ("mlflow.store.db.utils", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     with store_lock(uri):
         if not _probe(uri):
             raise TrackingError(f"tracking server {uri} unreachable")

@@ -1,0 +1,305 @@
+"""Memory a configuration will need, estimated before anything is allocated.
+
+Why: an absurd value (``evaluation.ks=[1000000000]``, ``corpus.n_docs=1000000000000``) used to
+run for a while and die in a ``MemoryError`` traceback trying to allocate hundreds of GiB. Here
+the dominant arrays are sized from the configuration and compared with the memory the machine
+has free; past it, one `ConfigProblem` names the key and gives the estimate.
+
+The estimates count only arrays that are certainly allocated, so they are lower bounds: a
+configuration refused here could not have run. What they count:
+
+* **Placed lists** (`arecall.core.placement.place_all`): four int32 arrays of principals ×
+  queries × K (`LIST_CELL` bytes per cell), built by the filter stage and loaded again by score
+  and prove. K larger than the number of documents is allowed (Precision@K and the returned
+  share are defined for it; the lists are padded); it is refused only when this does not fit.
+* **corpus=synthetic** (`arecall.data.sources.synthetic`): per document three int64 columns,
+  its id's digits (int64 each) and its text (``doc_length`` words ``w…`` and a space); per
+  judgment (queries × documents of the query's domain) two int64 rows and a float64 grade;
+  per grant an int64 code.
+* **corpus=vectors** (the ``vector_search`` experiment's corpus): the float32 document and
+  query vectors.
+
+`check_config_memory` runs with the typed configuration check (composition and ``params.yaml``),
+where sizes the configuration does not fix (a corpus read from files) count as 1 — a lower
+bound. `check_lists_memory` runs at the start of the rank and filter stages with the corpus's
+real sizes, before they write anything. An estimate under `FLOOR` never reads the machine's
+memory, so ordinary configurations behave the same on every machine.
+
+Examples
+--------
+>>> size_text(384 * 10**9), size_text(20 * 2**30), size_text(3 * 2**20)
+('357.6 GiB', '20.0 GiB', '3.0 MiB')
+>>> list_bytes(n_principals=4, n_queries=24, k_max=10)
+15360
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from arecall.core.schema import ConfigProblem
+
+__all__ = [
+    "FLOOR",
+    "LIST_CELL",
+    "Sizes",
+    "available_memory",
+    "check_config_memory",
+    "check_lists_memory",
+    "config_sizes",
+    "list_bytes",
+    "require_memory",
+    "size_text",
+]
+
+#: Bytes per (principal, query, K) cell of the placed lists: post, post_rank, pre, pre_rank.
+LIST_CELL = 4 * 4
+#: Estimates below this are not checked (and the machine's memory is not read).
+FLOOR = 256 << 20
+_UNITS = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+
+
+def size_text(n_bytes: float) -> str:
+    """A byte count in binary units with one decimal (``1.4 TiB``).
+
+    Examples
+    --------
+    >>> size_text(512), size_text(1536), size_text(8 * 10**12)
+    ('512 bytes', '1.5 KiB', '7.3 TiB')
+    """
+    value, unit = float(n_bytes), 0
+    while value >= 1024 and unit < len(_UNITS) - 1:
+        value, unit = value / 1024, unit + 1
+    return f"{int(value)} bytes" if unit == 0 else f"{value:.1f} {_UNITS[unit]}"
+
+
+def _meminfo_available() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _cgroup_headroom() -> int | None:
+    """What a cgroup v2 memory limit (a container's) leaves this process, if one is set."""
+    try:
+        with open("/proc/self/cgroup", encoding="ascii") as fh:
+            entries = [line.strip().split(":", 2) for line in fh]
+        rel = next(path for hid, _, path in entries if hid == "0")
+        directory = Path("/sys/fs/cgroup") / rel.lstrip("/")
+        limit = (directory / "memory.max").read_text().strip()
+        if limit == "max":
+            return None
+        return max(int(limit) - int((directory / "memory.current").read_text()), 0)
+    except (OSError, ValueError, StopIteration):
+        return None
+
+
+def available_memory() -> int | None:
+    """Bytes this process can still allocate without swapping; None when it cannot be told.
+
+    psutil's ``virtual_memory().available`` when psutil is installed, else Linux's
+    ``MemAvailable``; a container's cgroup limit lowers it.
+
+    Examples
+    --------
+    >>> free = available_memory()
+    >>> free is None or free > 0
+    True
+    """
+    try:
+        import psutil
+
+        free: int | None = int(psutil.virtual_memory().available)
+    except Exception:  # not installed, or no answer on this platform
+        free = _meminfo_available()
+    headroom = _cgroup_headroom()
+    if headroom is not None:
+        free = headroom if free is None else min(free, headroom)
+    return free
+
+
+def require_memory(
+    need: int, key: str, subject: str, purpose: str, value: Any = None, *, plural: bool = False
+) -> None:
+    """Refuse, naming ``key``, when ``need`` bytes exceed the memory available.
+
+    The message reads ``key: <subject> needs about <size> <purpose>; <size> available``
+    (``need`` for a ``plural`` subject).
+
+    Examples
+    --------
+    >>> require_memory(10, "evaluation.ks", "K = 5", "for the placed lists")  # under FLOOR
+    """
+    if need < FLOOR:
+        return
+    free = available_memory()
+    if free is None or need <= free:
+        return
+    verb = "need" if plural else "needs"
+    raise ConfigProblem(
+        key,
+        f"{subject} {verb} about {size_text(need)} {purpose}; {size_text(free)} available",
+        value,
+        got=False,
+    )
+
+
+def list_bytes(*, n_principals: int, n_queries: int, k_max: int) -> int:
+    """Bytes of the placed lists for these sizes (see the module docstring)."""
+    return LIST_CELL * n_principals * n_queries * k_max
+
+
+def check_lists_memory(
+    cfg: Mapping[str, Any], *, n_principals: int, n_queries: int, exact: bool = True
+) -> None:
+    """Refuse a K whose placed lists do not fit in memory, naming ``evaluation.ks``.
+
+    ``exact`` says the sizes are the corpus's own (a stage), not lower bounds (composition).
+
+    Examples
+    --------
+    >>> check_lists_memory({"evaluation": {"ks": [1, 10]}}, n_principals=4, n_queries=24)
+    """
+    ks = cfg["evaluation"]["ks"]
+    k_max = max(ks)
+    pairs = max(n_principals, 1) * max(n_queries, 1)
+    shape = f"{pairs} query-principal pair{'s' if pairs != 1 else ''}"
+    if not exact:
+        shape = f"at least {shape}"
+    require_memory(
+        list_bytes(n_principals=max(n_principals, 1), n_queries=max(n_queries, 1), k_max=k_max),
+        "evaluation.ks",
+        f"K = {k_max}",
+        f"for the placed lists ({shape} × K × {LIST_CELL} bytes)",
+        ks,
+    )
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """What a configuration fixes of its collection's size; None where only the data can tell."""
+
+    docs: int | None
+    queries: int | None
+    principals: int | None
+
+
+def _corpus_principals(corpus: Mapping[str, Any]) -> tuple[int | None, int | None, int | None]:
+    name = corpus["name"]
+    if name == "discovery":
+        from arecall.data.sources.discovery import discovery_records
+
+        datasets, queries, profiles = discovery_records()
+        return len(datasets), len(queries), len(profiles)
+    if name == "synthetic":
+        from arecall.data.sources.synthetic import SyntheticSpec
+
+        spec = SyntheticSpec.from_config(corpus)
+        return spec.n_docs, spec.n_queries, spec.n_principals
+    return None, None, None
+
+
+def config_sizes(cfg: Mapping[str, Any]) -> Sizes:
+    """The sizes a checked text configuration fixes (corpus and authorization model).
+
+    Examples
+    --------
+    >>> config_sizes({"corpus": {"name": "discovery"}, "profiles": {"name": "open"}})
+    Sizes(docs=40, queries=24, principals=1)
+    >>> config_sizes({"corpus": {"name": "beir"}, "profiles": {"name": "random",
+    ...                                                      "n_principals": 7}})
+    Sizes(docs=None, queries=None, principals=7)
+    """
+    docs, queries, declared = _corpus_principals(cfg["corpus"])
+    profiles = cfg["profiles"]
+    kind = profiles["name"]
+    principals: int | None = declared
+    if kind == "open":
+        principals = 1
+    elif kind == "random":
+        principals = int(profiles["n_principals"])
+    elif kind == "corpus" and profiles.get("principals"):
+        principals = len(profiles["principals"])
+    elif kind in ("domains", "clearance") and profiles.get("grants"):
+        principals = len(profiles["grants"])
+    elif kind == "acl_file":
+        principals = None
+    return Sizes(docs, queries, principals)
+
+
+def _synthetic_memory(corpus: Mapping[str, Any]) -> None:
+    from arecall.data.sources.synthetic import SyntheticSpec
+
+    spec = SyntheticSpec.from_config(corpus)
+    n = spec.n_docs
+    id_width = len(str(max(n - 1, 0)))
+    word_width = len(str(max(spec.vocab_size - 1, 0)))
+    per_doc = 3 * 8 + 8 * id_width + spec.doc_length * (word_width + 2)
+    per_query = spec.n_docs // spec.n_domains
+    if spec.relevance == "subtopic":
+        per_query //= spec.subtopics
+    judgments = spec.n_queries * per_query * 24
+    grants = spec.n_principals * spec.domains_per_principal * (n // spec.n_domains) * 8
+    need = n * per_doc + judgments + grants
+    key = "corpus.docs_per_domain" if corpus.get("n_docs") is None else "corpus.n_docs"
+    if judgments > n * per_doc:
+        key = "corpus.queries_per_domain"
+    require_memory(
+        need,
+        key,
+        f"{n} documents",
+        f"to generate (texts, ids, {spec.n_queries} queries' judgments, grants)",
+        corpus.get("n_docs") or corpus.get("docs_per_domain"),
+        plural=True,
+    )
+
+
+def check_config_memory(cfg: Mapping[str, Any]) -> None:
+    """Refuse a checked configuration whose dominant arrays cannot fit in memory.
+
+    Runs with the schema check, before any stage: the corpus a configuration generates and the
+    placed lists (sizes it does not fix count as 1).
+
+    Examples
+    --------
+    >>> check_config_memory({"corpus": {"name": "discovery"}, "profiles": {"name": "corpus"},
+    ...                      "evaluation": {"ks": [1, 3, 5, 10]}})
+    """
+    for prefix, section in (
+        ("corpus", cfg["corpus"]),
+        ("vector_search.corpus", (cfg.get("vector_search") or {}).get("corpus")),
+    ):
+        if isinstance(section, Mapping) and section.get("name") == "vectors":
+            _vectors_memory(prefix, section)
+    corpus = cfg["corpus"]
+    if corpus["name"] == "vectors":
+        return
+    sizes = config_sizes(cfg)
+    if corpus["name"] == "synthetic":
+        _synthetic_memory(corpus)
+    check_lists_memory(
+        cfg,
+        n_principals=sizes.principals or 1,
+        n_queries=sizes.queries or 1,
+        exact=sizes.principals is not None and sizes.queries is not None,
+    )
+
+
+def _vectors_memory(prefix: str, corpus: Mapping[str, Any]) -> None:
+    n, dims = corpus["n_docs"], corpus["dims"]
+    require_memory(
+        4 * dims * (n + corpus["n_queries"]),
+        f"{prefix}.n_docs",
+        f"{n} × {dims} vectors",
+        "(float32, with the queries')",
+        n,
+        plural=True,
+    )
