@@ -11,10 +11,12 @@ import sys
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import arecall.pipeline.proof as proof
 from arecall.core.errors import ArecallError
-from arecall.core.placement import PlacedLists
+from arecall.core.placement import PlacedLists, place_all
 from arecall.data.collection import Collection
 from arecall.pipeline.config import default_config
 from arecall.pipeline.run import Layout, filter_lists, generate, prove, rank, score
@@ -23,7 +25,7 @@ from conftest import fast_config
 
 
 def test_all_property_claims_hold_at_the_configured_strength():
-    # The deep check: the configured number of examples, as `dvc repro` runs it. Every other
+    # The prove stage's own search at the configured size, as `dvc repro` runs it. Every other
     # test that runs the pipeline for its numbers uses conftest.FAST_PROOF.
     n = default_config()["evaluation"]["proof"]["max_examples"]
     assert n >= 200
@@ -38,21 +40,89 @@ def test_property_checks_are_deterministic():
     assert a == b
 
 
+def test_the_random_cases_reach_the_edges():
+    cases = proof.random_cases(200, seed=(proof.SEED, 0))
+    assert len(set(cases)) > 150
+    assert any(not c.ranking for c in cases) and any(len(c.ranking) == c.items for c in cases)
+    assert any(not c.allowed for c in cases) and any(
+        c.allowed == set(range(c.items)) for c in cases
+    )
+    assert any(c.k > len(c.ranking) for c in cases) and any(c.k == 1 for c in cases)
+
+
+def test_one_batch_of_many_cases_equals_each_case_alone():
+    cases = proof.random_cases(60, seed=(proof.SEED, 9))
+    assert proof.batched(cases) == [proof.batched([c])[0] for c in cases]
+
+
+# -- the deep search: Hypothesis, shrinking, one case per batch-kernel call ------------------
+
+
+@st.composite
+def hypothesis_cases(draw, max_items: int = proof.MAX_ITEMS) -> proof.Case:
+    n = draw(st.integers(min_value=0, max_value=max_items))
+    items = list(range(n))
+    ranked = draw(st.permutations(items))
+    depth = draw(st.integers(min_value=0, max_value=n))
+    subset = st.frozensets(st.sampled_from(items)) if items else st.just(frozenset[int]())
+    return proof.Case(
+        ranking=tuple(ranked[:depth]),
+        allowed=draw(subset),
+        relevant=draw(subset),
+        k=draw(st.integers(min_value=1, max_value=max_items + 2)),
+    )
+
+
+@pytest.mark.parametrize("claim", proof.PROPERTIES, ids=[name for name, _, _ in proof.PROPERTIES])
+@settings(max_examples=300, derandomize=True, database=None, deadline=None)
+@given(case=hypothesis_cases())
+def test_every_property_claim_holds_under_a_shrinking_search(claim, case):
+    _, _, check = claim
+    assert check(case, proof.batched([case])[0])
+
+
+def _truncating_pre_filter(ranking, authorized, k):  # the bug: this is post placement
+    return [d for d in ranking[:k] if authorized(d)][: max(k - 1, 1)]
+
+
 def test_a_pre_filter_that_truncates_first_is_refuted_with_a_counterexample(monkeypatch):
-    def truncating_pre_filter(ranking, authorized, k):  # the bug: this is post placement
-        return [d for d in ranking[:k] if authorized(d)][: max(k - 1, 1)]
+    monkeypatch.setattr(proof, "pre_filter", _truncating_pre_filter)
+    refuted = {r.claim: r for r in proof.check_properties(max_examples=100)}
+    assert not refuted["batch_equals_reference"].passed
+    assert refuted["batch_equals_reference"].counterexample.startswith("Case(")
+    assert refuted["batch_equals_reference"].examples == 100
 
-    monkeypatch.setattr(proof, "pre_filter", truncating_pre_filter)
+
+def test_the_counterexample_is_the_smallest_failing_case(monkeypatch):
+    monkeypatch.setattr(proof, "pre_filter", _truncating_pre_filter)
     name, statement, claim = next(p for p in proof.PROPERTIES if p[0] == "batch_equals_reference")
-    refuted = proof._run_property(name, statement, claim, max_examples=100)
-    assert not refuted.passed and refuted.counterexample.startswith("Case(")
+    cases = proof.random_cases(100, seed=(proof.SEED, 4))
+    refuted = proof.check_cases(name, statement, claim, cases)
+    failing = [c for c in cases if not claim(c, proof.batched([c])[0])]
+    assert refuted.counterexample == repr(min(failing, key=proof.Case.size))
 
 
-def test_the_property_search_writes_nothing_in_the_working_directory(tmp_path):
-    # A fresh interpreter: Hypothesis caches what it reads from local modules once per process,
-    # so only a first search in a new process shows whether anything lands in the cwd.
+def test_a_crash_in_the_batch_code_refutes_the_claims_naming_a_case(monkeypatch):
+    def crashing_place_all(ranking, acl, k_max):
+        if k_max > 20:
+            raise IndexError("boom")
+        return place_all(ranking, acl, k_max)
+
+    monkeypatch.setattr(proof, "place_all", crashing_place_all)
+    results = proof.check_properties(max_examples=50)
+    assert not any(r.passed for r in results)
+    assert all(" raised IndexError: boom" in r.counterexample for r in results)
+    assert all(r.counterexample.startswith("Case(") for r in results)
+
+
+def test_the_property_search_writes_nothing_and_needs_no_hypothesis(tmp_path):
+    # A fresh interpreter, so what the search imports and writes shows.
     env = {k: v for k, v in os.environ.items() if not k.startswith("HYPOTHESIS")}
-    code = "from arecall.pipeline.proof import check_properties; check_properties(max_examples=3)"
+    code = (
+        "import sys; from arecall.pipeline.proof import check_properties; "
+        "assert all(r.passed for r in check_properties(max_examples=3)); "
+        "assert 'hypothesis' not in sys.modules, 'hypothesis imported'"
+    )
     proc = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
     )

@@ -15,17 +15,39 @@ Examples
 1.0
 """
 
-from arecall.core.errors import ArecallError
-from arecall.core.measures import (
-    Authorized,
-    authorized_recall_at_k,
-    ndcg_at_k,
-    precision_at_k,
-    recall_at_k,
-    reciprocal_rank,
-    unusable_fraction_at_k,
-)
-from arecall.core.placement import Placement, post_filter, pre_filter
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Public names and the module defining each, imported on first use: `import arecall` (which every
+# ``arecall`` command and DVC stage does) loads nothing, not even numpy.
+_LAZY = {
+    "ArecallError": "arecall.core.errors",
+    "Authorized": "arecall.core.measures",
+    "Placement": "arecall.core.placement",
+    "authorized_recall_at_k": "arecall.core.measures",
+    "ndcg_at_k": "arecall.core.measures",
+    "post_filter": "arecall.core.placement",
+    "pre_filter": "arecall.core.placement",
+    "precision_at_k": "arecall.core.measures",
+    "recall_at_k": "arecall.core.measures",
+    "reciprocal_rank": "arecall.core.measures",
+    "unusable_fraction_at_k": "arecall.core.measures",
+}
+
+if TYPE_CHECKING:
+    from arecall.core.errors import ArecallError
+    from arecall.core.measures import (
+        Authorized,
+        authorized_recall_at_k,
+        ndcg_at_k,
+        precision_at_k,
+        recall_at_k,
+        reciprocal_rank,
+        unusable_fraction_at_k,
+    )
+    from arecall.core.placement import Placement, post_filter, pre_filter
 
 __version__ = "0.1.0"
 
@@ -43,3 +65,15 @@ __all__ = [
     "reciprocal_rank",
     "unusable_fraction_at_k",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # once imported, a plain attribute
+        return value
+    raise AttributeError(f"module 'arecall' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

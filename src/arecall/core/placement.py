@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+from tqdm import tqdm
 
 from arecall.core.errors import ArecallError
 from arecall.core.measures import Authorized
@@ -168,7 +169,9 @@ def place_all(
     n_principals, n_queries = allowed.shape[0], ranking.n_queries
     shape = (n_principals, n_queries, k_max)
     out = {f: np.full(shape, -1, dtype=np.int32) for f in ("post", "post_rank", "pre", "pre_rank")}
-    for rows in _chunks(ranking.lengths, n_principals, budget):
+    chunks = _chunks(ranking.lengths, n_principals, budget)
+    bar = len(chunks) > 1  # a terminal shows a bar past one block (tqdm: none on a pipe)
+    for rows in tqdm(chunks, desc="filter", unit="block", disable=None if bar else True):
         block = ranking.padded(rows=rows)
         valid = block >= 0
         auth = allowed[:, np.where(valid, block, 0)] & valid[None, :, :]

@@ -21,12 +21,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
+from tqdm import tqdm
 
 from arecall.core.measures import PIPELINE, per_k_keys
 from arecall.core.placement import PlacedLists
 from arecall.core.ranking import Ranking
 
 __all__ = [
+    "BAR_CELLS",
     "PAIR_METRICS",
     "SEED_K_KEYS",
     "SUMMARY_K_KEYS",
@@ -58,6 +60,9 @@ def _on_empty(name: str) -> float:
 
 
 _RECALL, _AUTHORIZED = _on_empty("recall"), _on_empty("arecall_post")
+
+#: Principals × queries × K cells from which a loop over principals shows a progress bar.
+BAR_CELLS = 1 << 22
 
 
 class _Relevance:
@@ -175,7 +180,8 @@ def score_pairs(
     top = padded[:, :k_max]
     names = ("unusable", "arecall_post", "arecall_pre", "returned_post", "returned_pre")
     out = {name: np.empty((n_p, n_q, len(ks))) for name in names}
-    for p in range(n_p):
+    bar = n_p > 1 and n_p * n_q * k_max >= BAR_CELLS  # a terminal shows a bar on big runs
+    for p in tqdm(range(n_p), desc="score", unit="principal", disable=None if bar else True):
         shown_unusable = (top >= 0) & ~dense_acl[p, np.maximum(top, 0)]
         out["unusable"][p] = np.cumsum(shown_unusable, axis=1)[:, k_arr - 1] / k_arr
         pre_rel = relevant.lookup(qidx, lists.pre[p])

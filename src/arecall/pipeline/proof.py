@@ -1,28 +1,28 @@
 """The prove stage: the seed's claims, checked on every run.
 
-Two kinds of check. *Property claims* run Hypothesis over random rankings, K and predicates
-against both the per-list definitions (`arecall.core.measures`, `arecall.core.placement`) and the
-batch code the pipeline actually used (`arecall.core.placement.place_all`,
-`arecall.core.scoring.score_pairs`).
+Two kinds of check. *Property claims* run over random rankings, K and predicates against both the
+per-list definitions (`arecall.core.measures`, `arecall.core.placement`) and the batch code the
+pipeline actually used (`arecall.core.placement.place_all`, `arecall.core.scoring.score_pairs`).
 *Data claims* check the run's own lists and scores for every query-principal pair and K.
-Hypothesis runs derandomized with no example database (and its caches in a temporary directory,
-not the working directory), so the same code checks the same examples and ``proof.json`` is
-byte-identical between runs. A failed claim names its counterexample.
+
+The property search is vectorised: each claim draws its cases from its own seeded generator, and
+every claim's cases go through the batch kernels together, in one call, laid side by side as the
+queries of one collection (each case on its own block of documents). So a 200-case search per
+claim costs a fraction of a second, the same cases are checked on every run, and ``proof.json``
+is byte-identical between runs. A failed claim names its smallest counterexample. The deep,
+shrinking search over the same claims (Hypothesis, one case per batch call) is in the test suite
+(tests/test_proof.py); it imports nothing here but the claims.
 """
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from hypothesis.configuration import set_hypothesis_home_dir, storage_directory
+from tqdm import tqdm
 
 from arecall.core.errors import ArecallError
 from arecall.core.measures import (
@@ -34,9 +34,25 @@ from arecall.core.measures import (
 )
 from arecall.core.placement import PlacedLists, place_all, post_filter, pre_filter
 from arecall.core.ranking import rank_queries
-from arecall.core.scoring import PairScores, score_pairs
+from arecall.core.scoring import BAR_CELLS, PairScores, score_pairs
 
-__all__ = ["Case", "ClaimResult", "RunData", "check_properties", "check_run", "failures"]
+__all__ = [
+    "PROPERTIES",
+    "Batched",
+    "Case",
+    "ClaimResult",
+    "RunData",
+    "batched",
+    "check_properties",
+    "check_run",
+    "failures",
+    "random_cases",
+]
+
+#: Cases hold rankings over at most this many items; K goes up to two past it.
+MAX_ITEMS = 24
+#: The property search's seed (claim i draws from ``default_rng([SEED, i])``).
+SEED = 20240917
 
 
 @dataclass(frozen=True)
@@ -70,24 +86,128 @@ class Case:
             {f"d{i}" for i in self.relevant},
         )
 
+    @property
+    def items(self) -> int:
+        """How many items the case mentions (its document universe is 0 … items − 1)."""
+        return max([*self.ranking, *self.allowed, *self.relevant, -1]) + 1
 
-@st.composite
-def cases(draw: Any, max_items: int = 24) -> Case:
-    n = draw(st.integers(min_value=0, max_value=max_items))
-    items = list(range(n))
-    ranked = draw(st.permutations(items))
-    depth = draw(st.integers(min_value=0, max_value=n))
-    subset = st.frozensets(st.sampled_from(items)) if items else st.just(frozenset[int]())
-    return Case(
-        ranking=tuple(ranked[:depth]),
-        allowed=draw(subset),
-        relevant=draw(subset),
-        k=draw(st.integers(min_value=1, max_value=max_items + 2)),
+    def size(self) -> tuple[int, int, int]:
+        """An order on cases, smallest first: the counterexample a failed claim reports."""
+        return (len(self.ranking), len(self.allowed) + len(self.relevant), self.k)
+
+
+def random_cases(n: int, seed: Sequence[int] | int, max_items: int = MAX_ITEMS) -> list[Case]:
+    """``n`` random cases from a seeded generator, edge cases included.
+
+    The number of items is uniform in 0 … ``max_items``; the ranking is a random permutation
+    cut at a random depth (the whole of it one time in five); each of the predicate and the
+    relevant set is empty, everything, or a random subset of random density; K is uniform in
+    1 … ``max_items + 2``, so K past the ranking's end is tried too.
+
+    Examples
+    --------
+    >>> random_cases(2, seed=1) == random_cases(2, seed=1)
+    True
+    >>> all(1 <= c.k <= MAX_ITEMS + 2 and c.items <= MAX_ITEMS for c in random_cases(50, seed=2))
+    True
+    """
+    rng = np.random.default_rng(seed)
+    size = rng.integers(0, max_items + 1, n)
+    column = np.arange(max_items)
+    inside = column[None, :] < size[:, None]
+    order = np.argsort(np.where(inside, rng.random((n, max_items)), 2.0), axis=1, kind="stable")
+    depth = np.where(rng.random(n) < 0.2, size, (rng.random(n) * (size + 1)).astype(np.int64))
+    mode, density = rng.random((2, n)), rng.random((2, n))
+    density = np.where(mode < 0.15, 0.0, np.where(mode < 0.3, 1.0, density))
+    member = (rng.random((2, n, max_items)) < density[:, :, None]) & inside[None]
+    k = rng.integers(1, max_items + 3, n)
+    return [
+        Case(
+            ranking=tuple(order[c, : depth[c]].tolist()),
+            allowed=frozenset(np.flatnonzero(member[0, c]).tolist()),
+            relevant=frozenset(np.flatnonzero(member[1, c]).tolist()),
+            k=int(k[c]),
+        )
+        for c in range(n)
+    ]
+
+
+@dataclass(frozen=True)
+class Batched:
+    """What the pipeline's batch code returned for one case: its lists at K and its metrics."""
+
+    post: list[str]
+    pre: list[str]
+    metrics: dict[str, float]
+
+
+def _arrays(cases: Sequence[Case]) -> tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix, int]:
+    """The cases as one collection: case c is query c over documents c·W … c·W + W − 1.
+
+    Returns scores (queries × documents, rank 1 scoring highest), the one principal's ACL, the
+    relevance matrix, and W.
+    """
+    width = max([c.items for c in cases] + [1])
+    n_docs = len(cases) * width
+    lengths = np.array([len(c.ranking) for c in cases], dtype=np.int64)
+    docs = np.array([i for c in cases for i in c.ranking], dtype=np.int64)
+    offset = np.repeat(np.arange(len(cases), dtype=np.int64) * width, lengths)
+    first = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    score = np.repeat(lengths, lengths) - (np.arange(len(docs)) - first)  # len … 1: ranked
+    indptr = np.concatenate(([0], np.cumsum(lengths)))
+    scores = sp.csr_matrix((score.astype(np.float64), docs + offset, indptr), (len(cases), n_docs))
+    scores.sort_indices()
+    allowed = np.zeros(n_docs, dtype=bool)
+    allowed[[c_i * width + i for c_i, c in enumerate(cases) for i in c.allowed]] = True
+    rel_rows = [c_i for c_i, c in enumerate(cases) for _ in c.relevant]
+    rel_cols = [c_i * width + i for c_i, c in enumerate(cases) for i in sorted(c.relevant)]
+    relevance = sp.csr_matrix(
+        (np.ones(len(rel_rows)), (rel_rows, rel_cols)), shape=(len(cases), n_docs)
     )
+    return scores, sp.csr_matrix(allowed[None, :]), relevance, width
+
+
+def _kernels(cases: Sequence[Case]) -> tuple[PlacedLists, PairScores, int]:
+    """Rank, place and score every case in one call of each batch kernel, as the stages do."""
+    scores, acl, relevance, width = _arrays(cases)
+    ks = tuple(sorted({c.k for c in cases}))
+    ranking = rank_queries([scores], n_queries=len(cases), relevance=relevance)
+    lists = place_all(ranking, acl, ks[-1])
+    return lists, score_pairs(ranking, lists, relevance, acl, ks), width
+
+
+def batched(cases: Sequence[Case]) -> list[Batched]:
+    """Each case's lists at its K and its metrics from one run of the batch kernels on all.
+
+    Examples
+    --------
+    >>> case = Case(ranking=(2, 0, 1), allowed=frozenset({0, 1}), relevant=frozenset({0}), k=2)
+    >>> (b,) = batched([case])
+    >>> b.post, b.pre, b.metrics["arecall_post"], b.metrics["arecall_pre"]
+    (['d0'], ['d0', 'd1'], 1.0, 1.0)
+    """
+    if not cases:
+        return []
+    lists, scores, width = _kernels(cases)
+    column = {k: i for i, k in enumerate(scores.ks)}
+    out = []
+    for c, case in enumerate(cases):
+        base, k = c * width, case.k
+        post = lists.post[0, c][(lists.post[0, c] >= 0) & (lists.post_rank[0, c] < k)]
+        pre = lists.pre[0, c, :k]
+        out.append(
+            Batched(
+                post=[f"d{i - base}" for i in post.tolist()],
+                pre=[f"d{i - base}" for i in pre[pre >= 0].tolist()],
+                metrics={name: float(arr[0, c, column[k]]) for name, arr in scores.metrics.items()},
+            )
+        )
+    return out
 
 
 def _batch(case: Case) -> tuple[PlacedLists, PairScores]:
-    n = max([*case.ranking, *case.allowed, *case.relevant, 0]) + 1
+    """One case alone through the batch kernels, at its own K (for check_run's examples)."""
+    n = case.items + (case.items == 0)
     scores = np.zeros((1, n))
     scores[0, list(case.ranking)] = np.arange(len(case.ranking), 0, -1)  # descending = ranked
     acl = sp.csr_matrix(np.isin(np.arange(n), list(case.allowed))[None, :].astype(bool))
@@ -97,24 +217,26 @@ def _batch(case: Case) -> tuple[PlacedLists, PairScores]:
     return lists, score_pairs(ranking, lists, rel, acl, (case.k,))
 
 
-def _post_subset_of_pre(case: Case) -> bool:
+Claim = Callable[[Case, Batched], bool]
+
+
+def _post_subset_of_pre(case: Case, batch: Batched) -> bool:
     ranking, allowed, _ = case.ids()
     return set(post_filter(ranking, allowed.__contains__, case.k)) <= set(
         pre_filter(ranking, allowed.__contains__, case.k)
     )
 
 
-def _gap_non_negative(case: Case) -> bool:
+def _gap_non_negative(case: Case, batch: Batched) -> bool:
     ranking, allowed, relevant = case.ids()
     ok = allowed.__contains__
     post = authorized_recall_at_k(post_filter(ranking, ok, case.k), relevant, ok, case.k)
     pre = authorized_recall_at_k(pre_filter(ranking, ok, case.k), relevant, ok, case.k)
-    _, batch = _batch(case)
     m = batch.metrics
-    return pre - post >= 0 and float((m["arecall_pre"] - m["arecall_post"]).min()) >= 0
+    return pre - post >= 0 and m["arecall_pre"] - m["arecall_post"] >= 0
 
 
-def _open_equals_recall(case: Case) -> bool:
+def _open_equals_recall(case: Case, batch: Batched) -> bool:
     ranking, _, relevant = case.ids()
     everything = set(ranking) | relevant
     return authorized_recall_at_k(
@@ -122,7 +244,7 @@ def _open_equals_recall(case: Case) -> bool:
     ) == recall_at_k(ranking, relevant, case.k)
 
 
-def _in_unit_interval(case: Case) -> bool:
+def _in_unit_interval(case: Case, batch: Batched) -> bool:
     ranking, allowed, relevant = case.ids()
     ok, k = allowed.__contains__, case.k
     values = [
@@ -132,36 +254,29 @@ def _in_unit_interval(case: Case) -> bool:
         unusable_fraction_at_k(ranking, ok, k),
         authorized_recall_at_k(post_filter(ranking, ok, k), relevant, ok, k),
         authorized_recall_at_k(pre_filter(ranking, ok, k), relevant, ok, k),
+        *batch.metrics.values(),
     ]
-    _, batch = _batch(case)
-    values += [float(v) for arr in batch.metrics.values() for v in arr.ravel()]
     return all(0.0 <= v <= 1.0 for v in values)
 
 
-def _batch_equals_reference(case: Case) -> bool:
+def _batch_equals_reference(case: Case, batch: Batched) -> bool:
     ranking, allowed, relevant = case.ids()
     ok, k = allowed.__contains__, case.k
-    lists, batch = _batch(case)
-    m = {name: float(arr.ravel()[0]) for name, arr in batch.metrics.items()}
-    post_ids = [
-        f"d{i}"
-        for i, r in zip(lists.post[0, 0], lists.post_rank[0, 0], strict=True)
-        if i >= 0 and r < k
-    ]
-    pre_ids = [f"d{i}" for i in lists.pre[0, 0] if i >= 0]
+    m = batch.metrics
     return (
-        post_ids == post_filter(ranking, ok, k)
-        and pre_ids == pre_filter(ranking, ok, k)
+        batch.post == post_filter(ranking, ok, k)
+        and batch.pre == pre_filter(ranking, ok, k)
         and m["recall"] == recall_at_k(ranking, relevant, k)
         and m["precision"] == precision_at_k(ranking, relevant, k)
         and abs(m["ndcg"] - ndcg_at_k(ranking, relevant, k)) <= 1e-12
         and m["unusable"] == unusable_fraction_at_k(ranking, ok, k)
-        and m["arecall_post"] == authorized_recall_at_k(post_ids, relevant, ok, k)
-        and m["arecall_pre"] == authorized_recall_at_k(pre_ids, relevant, ok, k)
+        and m["arecall_post"] == authorized_recall_at_k(batch.post, relevant, ok, k)
+        and m["arecall_pre"] == authorized_recall_at_k(batch.pre, relevant, ok, k)
     )
 
 
-PROPERTIES: tuple[tuple[str, str, Callable[[Case], bool]], ...] = (
+#: The property claims: name, statement, and the check of one case against its batch result.
+PROPERTIES: tuple[tuple[str, str, Claim], ...] = (
     (
         "post_subset_of_pre",
         "L_K^post ⊆ L_K^pre for every ranking, K and predicate",
@@ -186,56 +301,61 @@ PROPERTIES: tuple[tuple[str, str, Callable[[Case], bool]], ...] = (
 )
 
 
-def _run_property(
-    name: str, statement: str, claim: Callable[[Case], bool], max_examples: int
-) -> ClaimResult:
-    tried = 0
-    last: list[Case] = []
-
-    @settings(
-        max_examples=max_examples,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-        print_blob=False,
-    )
-    @given(cases())
-    def check(case: Case) -> None:
-        nonlocal tried
-        tried += 1
-        last[:] = [case]
-        assert claim(case)
-
+def _batched_or_crash(cases: Sequence[Case]) -> list[Batched] | tuple[Case | None, str]:
+    """`batched` on all cases, or — if the kernels crash — the smallest case that crashes them."""
     try:
-        check()
-    except AssertionError:
-        return ClaimResult(name, statement, "property", tried, False, repr(last[0]))
-    except Exception as exc:  # the code under test crashed: that refutes the claim too
-        detail = f"{last[0]!r} raised {type(exc).__name__}: {exc}"
-        return ClaimResult(name, statement, "property", tried, False, detail)
-    return ClaimResult(name, statement, "property", tried, True)
+        return batched(cases)
+    except Exception as exc:  # the code under test crashed: find a case that shows it alone
+        for case in sorted(cases, key=Case.size):
+            try:
+                batched([case])
+            except Exception as alone:
+                return case, f"raised {type(alone).__name__}: {alone}"
+        return None, f"the batch of {len(cases)} cases raised {type(exc).__name__}: {exc}"
 
 
-@contextmanager
-def _hypothesis_home_in_a_temporary_directory() -> Iterator[None]:
-    """Send Hypothesis's on-disk caches to a directory deleted afterwards.
+def check_cases(
+    name: str,
+    statement: str,
+    claim: Claim,
+    cases: Sequence[Case],
+    results: list[Batched] | tuple[Case | None, str] | None = None,
+) -> ClaimResult:
+    """Check one claim on ``cases``; a failure names the smallest failing case.
 
-    Even with no example database, Hypothesis caches the constants it reads from local modules
-    under ``./.hypothesis``; a pipeline stage must not leave that in the user's working
-    directory. The cache only saves time, so the examples tried are the same either way.
+    ``results`` are the cases' batch results if already computed (`check_properties` runs the
+    kernels once for every claim), else they are computed here. A crash of the code under test,
+    batch or reference, refutes the claim too.
+
+    Examples
+    --------
+    >>> name, statement, claim = PROPERTIES[0]
+    >>> check_cases(name, statement, claim, random_cases(20, seed=0)).passed
+    True
     """
-    previous = storage_directory(intent_to_write=False).home_directory
-    with tempfile.TemporaryDirectory(prefix="arecall-hypothesis-") as home:
-        set_hypothesis_home_dir(home)
+    if results is None:
+        results = _batched_or_crash(cases)
+    if isinstance(results, tuple):
+        bad, detail = results
+        example = detail if bad is None else f"{bad!r} {detail}"
+        return ClaimResult(name, statement, "property", len(cases), False, example)
+    failed: list[tuple[tuple[int, int, int], int, str]] = []
+    for i, (case, batch) in enumerate(zip(cases, results, strict=True)):
         try:
-            yield
-        finally:
-            set_hypothesis_home_dir(previous)
+            if not claim(case, batch):
+                failed.append((case.size(), i, repr(case)))
+        except Exception as exc:
+            failed.append((case.size(), i, f"{case!r} raised {type(exc).__name__}: {exc}"))
+    if failed:
+        return ClaimResult(name, statement, "property", len(cases), False, min(failed)[2])
+    return ClaimResult(name, statement, "property", len(cases), True)
 
 
 def check_properties(max_examples: int = 300) -> list[ClaimResult]:
-    """Run every property claim with Hypothesis, writing nothing in the working directory.
+    """Check every property claim on ``max_examples`` random cases of its own.
+
+    Every claim's cases go through the batch kernels in one call; the per-list definitions run
+    per case. Nothing is written anywhere.
 
     Examples
     --------
@@ -244,8 +364,17 @@ def check_properties(max_examples: int = 300) -> list[ClaimResult]:
     """
     if max_examples <= 0:
         raise ArecallError(f"evaluation.proof.max_examples: must be positive, got {max_examples}")
-    with _hypothesis_home_in_a_temporary_directory():
-        return [_run_property(n, s, c, max_examples) for n, s, c in PROPERTIES]
+    drawn = [random_cases(max_examples, seed=(SEED, i)) for i in range(len(PROPERTIES))]
+    everything = [case for cases in drawn for case in cases]
+    results = _batched_or_crash(everything)
+    out = []
+    for i, ((name, statement, claim), cases) in enumerate(zip(PROPERTIES, drawn, strict=True)):
+        if isinstance(results, tuple):
+            out.append(check_cases(name, statement, claim, cases))  # find this claim's crash
+            continue
+        mine = results[i * max_examples : (i + 1) * max_examples]
+        out.append(check_cases(name, statement, claim, cases, mine))
+    return out
 
 
 @dataclass(frozen=True)
@@ -286,7 +415,9 @@ def _run_post_subset_of_pre(run: RunData) -> ClaimResult:
     width = int(max(lists.pre_rank.max(initial=0), lists.post_rank.max(initial=0))) + 1
     row = np.arange(n_q, dtype=np.int64)[:, None] * (width + 1)
     bad: str | None = None
-    for p, k in ((p, k) for p in range(n_p) for k in ks):
+    steps = [(p, k) for p in range(n_p) for k in ks]
+    bar = n_p > 1 and n_p * n_q * width >= BAR_CELLS  # a terminal shows a bar on big runs
+    for p, k in tqdm(steps, desc="prove", unit="step", disable=None if bar else True):
         pre_rank = lists.pre_rank[p, :, :k]
         keys = (row + np.where(pre_rank >= 0, pre_rank, width)).ravel()
         in_post = (lists.post[p] >= 0) & (lists.post_rank[p] < k)

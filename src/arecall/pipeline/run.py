@@ -12,8 +12,10 @@ from typing import Any
 
 from arecall.pipeline.config import checked, default_config
 from arecall.pipeline.layout import Layout
+from arecall.pipeline.stages import run_announced
 from arecall.pipeline.stages.filter import filter_lists
 from arecall.pipeline.stages.generate import generate
+from arecall.pipeline.stages.index_search import index_search
 from arecall.pipeline.stages.prove import prove
 from arecall.pipeline.stages.rank import rank
 from arecall.pipeline.stages.report import report
@@ -25,6 +27,7 @@ __all__ = [
     "Layout",
     "filter_lists",
     "generate",
+    "index_search",
     "prove",
     "rank",
     "report",
@@ -34,6 +37,7 @@ __all__ = [
     "vector_search",
 ]
 
+#: Every stage but track, in DVC's order (vectors needs nothing the others write).
 STAGES = {
     "generate": generate,
     "rank": rank,
@@ -41,23 +45,19 @@ STAGES = {
     "score": score,
     "prove": prove,
     "report": report,
+    "index_search": index_search,
 }
 
 
 def run_all(cfg: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
     """Run every stage in order in this process; return metrics, proof and tables."""
     cfg = checked(cfg)
-    if cfg["corpus"]["name"] == "vectors":
-        table = vector_search(cfg, layout)
-        return {"tables": layout.vector_table.read_text(encoding="utf-8"), "vector": table}
-    for stage in STAGES.values():
-        stage(cfg, layout)
-    vector = None
-    if cfg["index"]["name"] != "none":
-        vector = vector_search(cfg, layout)
+    for name, stage in STAGES.items():  # each between its start and end lines
+        run_announced(name, stage, cfg, layout)
     tables = layout.tables.read_text(encoding="utf-8")
-    if vector is not None:
-        tables += "\n" + layout.vector_table.read_text(encoding="utf-8")
+    if cfg["index"]["name"] != "none":
+        tables += "\n" + layout.index_table.read_text(encoding="utf-8")
+    vector = run_announced("vectors", vector_search, cfg, layout)
     return {
         "vector": vector,
         "metrics": json.loads(layout.metrics.read_text(encoding="utf-8")),

@@ -18,9 +18,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
-from sklearn.preprocessing import normalize
 
-__all__ = ["TOKEN_PATTERN", "SeedTfidf", "tokenize"]
+__all__ = ["TOKEN_PATTERN", "SeedTfidf", "l2_normalize_rows", "tokenize"]
 
 TOKEN_PATTERN = r"[a-z0-9]+"
 
@@ -66,6 +65,33 @@ def tokenize(texts: Sequence[str]) -> tuple[np.ndarray, pa.Array]:
     return rows[keep.to_numpy(zero_copy_only=False)], flat.filter(keep)
 
 
+def l2_normalize_rows(matrix: sp.csr_matrix) -> sp.csr_matrix:
+    """Rows scaled to unit L2 norm (all-zero rows kept), bit for bit as scikit-learn's.
+
+    The squares are summed in each row's stored order, one position at a time across all rows,
+    which is the order of scikit-learn's ``normalize(norm="l2")`` loop — so the document vectors,
+    and every score and tie, are identical — without importing scikit-learn (over a second).
+
+    Examples
+    --------
+    >>> m = l2_normalize_rows(sp.csr_matrix([[3.0, 0.0, 4.0], [0.0, 0.0, 0.0]]))
+    >>> m.toarray().tolist()
+    [[0.6, 0.0, 0.8], [0.0, 0.0, 0.0]]
+    """
+    out = sp.csr_matrix(matrix, dtype=np.float64, copy=True)
+    lengths = np.diff(out.indptr)
+    squares = out.data * out.data
+    total = np.zeros(out.shape[0])
+    rows = np.arange(out.shape[0])
+    for j in range(int(lengths.max(initial=0))):
+        rows = rows[lengths[rows] > j]
+        total[rows] += squares[out.indptr[rows] + j]
+    norm = np.sqrt(total)
+    norm[total == 0.0] = 1.0
+    out.data /= np.repeat(norm, lengths)
+    return out
+
+
 def _sublinear(counts: sp.csr_matrix) -> sp.csr_matrix:
     weighted = counts.astype(np.float64)
     weighted.data = 1.0 + np.log(weighted.data)
@@ -93,7 +119,7 @@ class SeedTfidf:
         n = shape[0]
         df = np.bincount(counts.indices, minlength=shape[1])
         self._idf = np.log((n + 1) / (df + 1.0)) + 1.0
-        docs = normalize(_sublinear(counts) @ sp.diags(self._idf), norm="l2")
+        docs = l2_normalize_rows(_sublinear(counts) @ sp.diags(self._idf))
         self._terms_by_docs = docs.T.tocsr()  # transposed once, not on every score() call
         return self
 

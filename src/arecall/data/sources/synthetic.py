@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from tqdm import tqdm
 
 from arecall.core.ragged import expand, offsets
 from arecall.core.schema import validate
@@ -235,7 +236,9 @@ def _documents(
     doc_subtopic = (np.arange(n, dtype=np.int64) // n_dom) % spec.subtopics
     doc_level = np.empty(n, dtype=np.int64)
     chunks = []
-    for start in range(0, n, BATCH):
+    batches = range(0, n, BATCH)
+    bar = len(batches) > 1  # a terminal shows a bar past one batch (tqdm: none on a pipe)
+    for start in tqdm(batches, desc="generate", unit="batch", disable=None if bar else True):
         stop = min(n, start + BATCH)
         m = stop - start
         doc_level[start:stop] = rng.choice(len(LEVELS), size=m, p=spec.sensitivity_mix)

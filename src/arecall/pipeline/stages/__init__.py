@@ -6,19 +6,162 @@ in-process, and a ``__main__`` block that DVC runs (``python -m arecall.pipeline
 read ``params.yaml`` once, run the function on the repository layout, turn a user error into one
 line. A stage's DVC deps are its module and what it imports, so a code change reruns exactly the
 stages it can affect.
+
+Both ways of running a stage go through `announced`, which says on stderr when the stage starts
+(its name and the size of its work) and when it ends (seconds taken), as
+``arecall: rank: 24 queries × 40 documents, retriever tfidf …`` then
+``arecall: rank: done in 0.12 s``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from arecall.core.errors import ArecallError, print_error
 from arecall.pipeline.layout import Layout
 
-__all__ = ["run_stage"]
+__all__ = ["PROGRESS_ENV", "announced", "progress_shown", "run_stage", "stage_name", "work_of"]
 
 Stage = Callable[[Mapping[str, Any], Layout], Any]
+
+#: ``1`` prints the stage lines whatever stderr is, ``0`` never; unset: when stderr is a terminal.
+PROGRESS_ENV = "ARECALL_PROGRESS"
+
+
+def progress_shown() -> bool:
+    """Whether the stage lines go to stderr: a terminal shows them, a pipe or file does not.
+
+    Outside a terminal stderr is what scripts and tests read, where a user error must stay the
+    one ``arecall: error:`` line; ``ARECALL_PROGRESS=1`` turns the lines on there too (a log),
+    ``ARECALL_PROGRESS=0`` off everywhere.
+
+    Examples
+    --------
+    >>> import os
+    >>> os.environ["ARECALL_PROGRESS"] = "1"
+    >>> progress_shown()
+    True
+    >>> del os.environ["ARECALL_PROGRESS"]
+    """
+    forced = os.environ.get(PROGRESS_ENV, "").strip()
+    if forced in ("0", "1"):
+        return forced == "1"
+    return sys.stderr is not None and sys.stderr.isatty()
+
+
+def stage_name(stage: Stage) -> str:
+    """A stage function's name: its module's last part (``python -m`` runs it as __main__).
+
+    Examples
+    --------
+    >>> from arecall.pipeline.stages.filter import filter_lists
+    >>> stage_name(filter_lists)
+    'filter'
+    """
+    module = stage.__module__
+    if module == "__main__":
+        spec = getattr(sys.modules["__main__"], "__spec__", None)
+        module = spec.name if spec is not None else module
+    return module.rsplit(".", 1)[-1]
+
+
+def _collection_sizes(layout: Layout) -> dict[str, int]:
+    """Documents, queries and principals of the run's collection, from the Parquet footers."""
+    import pyarrow.parquet as pq
+
+    sizes = {}
+    for table in ("documents", "queries", "principals"):
+        path = layout.corpus / f"{table}.parquet"
+        sizes[table] = pq.read_metadata(path).num_rows if path.is_file() else 0
+    return sizes
+
+
+def work_of(name: str, cfg: Mapping[str, Any], layout: Layout) -> str:
+    """What stage ``name`` is about to do, in numbers a user can check against the corpus.
+
+    Examples
+    --------
+    >>> from arecall.pipeline.config import default_config
+    >>> work_of("generate", default_config(), Layout.run("/nonexistent"))
+    'corpus discovery'
+    """
+    from arecall.pipeline.config import ks_of
+
+    corpus = cfg["corpus"]
+    if name == "generate":
+        where = corpus.get("path") or corpus.get("dataset")
+        size = corpus.get("n_docs")
+        return (
+            f"corpus {corpus['name']}"
+            + (f" ({where})" if where else "")
+            + (f", {size:,} documents" if isinstance(size, int) else "")
+        )
+    if name == "vectors" and "vector_search" in cfg:
+        v = cfg["vector_search"]
+        return (
+            f"{v['corpus']['n_docs']:,} × {v['corpus']['dims']} vectors, "
+            f"{v['corpus']['n_queries']:,} queries, index {v['index']['name']}"
+        )
+    if name in ("vectors", "index_search"):
+        return f"corpus {corpus['name']}, index {cfg['index']['name']}"
+    if name == "track":
+        return "logging the run to MLflow"
+    ks = ks_of(cfg)
+    n = _collection_sizes(layout)
+    pairs = n["principals"] * n["queries"]
+    if name == "rank":
+        return (
+            f"{n['queries']:,} queries × {n['documents']:,} documents, "
+            f"retriever {cfg['retriever']['name']}"
+        )
+    if name == "filter":
+        return f"{n['principals']:,} principals × {n['queries']:,} queries, K ≤ {max(ks)}"
+    if name == "score":
+        return f"{pairs:,} query-principal pairs × {len(ks)} K"
+    if name == "prove":
+        cases = cfg["evaluation"]["proof"]["max_examples"]
+        return f"property claims × {cases} cases, {pairs:,} pairs × {len(ks)} K of this run"
+    if name == "report":
+        return f"{len(ks)} K"
+    return ""
+
+
+@contextmanager
+def announced(name: str, work: str) -> Iterator[None]:
+    """Print the stage's start line (name, work) and, if it succeeds, its end line (seconds).
+
+    Examples
+    --------
+    >>> import contextlib, io, os
+    >>> os.environ["ARECALL_PROGRESS"] = "1"
+    >>> with contextlib.redirect_stderr(io.StringIO()) as err:
+    ...     with announced("report", "4 K"):
+    ...         pass
+    >>> del os.environ["ARECALL_PROGRESS"]
+    >>> [line.rsplit(" ", 2)[0] for line in err.getvalue().splitlines()]
+    ['arecall: report: 4', 'arecall: report: done in']
+    """
+    shown = progress_shown()
+    if shown:
+        print(f"arecall: {name}: {work} …" if work else f"arecall: {name} …", file=sys.stderr)
+        sys.stderr.flush()
+    start = time.perf_counter()
+    yield
+    if shown:
+        seconds = time.perf_counter() - start
+        print(f"arecall: {name}: done in {seconds:.2f} s", file=sys.stderr, flush=True)
+
+
+def run_announced(name: str, stage: Stage, cfg: Mapping[str, Any], layout: Layout) -> Any:
+    """Run one stage between its start and end lines (the work is measured only if shown)."""
+    work = work_of(name, cfg, layout) if progress_shown() else ""
+    with announced(name, work):
+        return stage(cfg, layout)
 
 
 def run_stage(stage: Stage, show: Callable[[Any, Layout], None] | None = None) -> int:
@@ -31,7 +174,7 @@ def run_stage(stage: Stage, show: Callable[[Any, Layout], None] | None = None) -
 
     try:
         layout = Layout.dvc()
-        result = stage(load_params("params.yaml"), layout)
+        result = run_announced(stage_name(stage), stage, load_params("params.yaml"), layout)
         if show is not None:
             show(result, layout)
     except ArecallError as exc:
