@@ -12,7 +12,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install repro test test-faults lint bench-evaluate bench-vector ui clean
+.PHONY: install repro test test-faults exps lint bench-evaluate bench-vector ui clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,10 @@ bench-evaluate: $(STAMP)
 
 bench-vector: $(STAMP)
 	$(BIN)/python benchmarks/bench_vector.py
+
+# DVC experiments side by side: config choices and headline numbers, without dep hashes
+exps: $(STAMP)
+	$(BIN)/dvc exp show --no-pager --drop '^(src|data|reports)/'
 
 ui: $(STAMP)
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db --host 127.0.0.1 --port $(PORT)

@@ -17,7 +17,16 @@ from conftest import ROOT, VENV_BIN, dvc_env, git, snapshot_repo
 
 pytestmark = pytest.mark.slow
 
-REPORTS = ("metrics.json", "proof.json", "tables.md", "arecall_at_k.csv", "arecall_at_k.png")
+REPORTS = (
+    "metrics.json",
+    "headline.json",
+    "proof.json",
+    "tables.md",
+    "arecall_at_k.csv",
+    "arecall_at_k.png",
+    "vector_search.csv",
+    "index_search.md",
+)
 
 
 @pytest.fixture(scope="module")
@@ -43,14 +52,16 @@ def test_dvc_repro_regenerates_the_committed_reports_and_leaves_git_clean(fresh_
     assert git(fresh_clone, "status", "--porcelain") == ""
 
 
-def test_every_dvc_repro_logs_one_mlflow_run_with_metrics_tables_and_proof(fresh_clone: Path):
-    proc = _dvc(fresh_clone, "repro")
+def test_a_repro_with_changes_logs_one_run_and_a_no_op_repro_none(fresh_clone: Path):
+    proc = _dvc(fresh_clone, "repro")  # nothing changed since the repro above
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "track" not in _dvc(fresh_clone, "status").stdout  # not "always changed"
     client = MlflowClient(tracking_uri=f"sqlite:///{fresh_clone}/mlflow.db")
     experiment = client.get_experiment_by_name("arecall")
     runs = client.search_runs([experiment.experiment_id])
-    assert len(runs) == 2  # one per dvc repro in this module
+    assert len(runs) == 1  # the first repro's; the no-op logged nothing
     run = runs[0]
+    assert run.data.tags["arecall.config_hash"] and run.data.tags["mlflow.source.git.commit"]
     assert run.data.metrics["arecall_pre_nonempty_at_5"] == pytest.approx(0.96)
     assert run.data.metrics["proof_claims_failed"] == 0
     assert run.data.params["retriever.name"] == "tfidf"

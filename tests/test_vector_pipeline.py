@@ -19,7 +19,7 @@ def test_arecall_run_corpus_vectors_prints_verity_table_with_auto_rows(
 ):
     uri = mlflow_store
     out = tmp_path / "out"
-    proc = arecall("run", "corpus=vectors", "index=hnsw", f"hydra.run.dir={out}")
+    proc = arecall("run", f"hydra.run.dir={out}")  # every run runs the vector_search section
     assert proc.returncode == 0, proc.stderr
     table = pd.read_csv(out / "vector_search.csv")
     assert list(table.groupby("selectivity")["matching"].first()) == [21, 79, 228, 611, 2000]
@@ -40,7 +40,7 @@ def test_arecall_run_corpus_vectors_prints_verity_table_with_auto_rows(
 
 
 def test_vector_reports_are_byte_identical_between_runs(tmp_path):
-    cfg = default_config(["corpus=vectors", "index=hnsw", "corpus.n_queries=10"])
+    cfg = default_config(["vector_search.corpus.n_queries=10", "evaluation.proof.max_examples=5"])
     a, b = Layout.run(tmp_path / "a"), Layout.run(tmp_path / "b")
     run_all(cfg, a)
     run_all(cfg, b)
@@ -48,8 +48,9 @@ def test_vector_reports_are_byte_identical_between_runs(tmp_path):
         assert getattr(a, name).read_bytes() == getattr(b, name).read_bytes(), name
 
 
-def test_a_text_corpus_is_measured_through_the_index_principal_by_principal():
-    out = run_in_memory(
+def test_a_text_corpus_is_measured_through_the_index_principal_by_principal(tmp_path):
+    layout = Layout.run(tmp_path)
+    out = run_all(
         default_config(
             [
                 "retriever=dense_lsa",
@@ -57,9 +58,10 @@ def test_a_text_corpus_is_measured_through_the_index_principal_by_principal():
                 "index=hnsw",
                 "evaluation.proof.max_examples=5",
             ]
-        )
+        ),
+        layout,
     )
-    table = out["vector"]
+    table = pd.read_csv(layout.index_csv)
     assert set(table["principal"]) == {
         "process-engineer",
         "analyst",
@@ -72,8 +74,8 @@ def test_a_text_corpus_is_measured_through_the_index_principal_by_principal():
     assert "`pushdown`" in out["tables"]
 
 
-def test_vectors_without_an_index_and_a_sparse_retriever_with_one_are_refused():
-    with pytest.raises(ArecallError, match="corpus=vectors needs a vector index"):
-        run_in_memory(default_config(["corpus=vectors"]))
-    with pytest.raises(ArecallError, match="needs a dense retriever"):
+def test_vectors_as_the_text_corpus_and_a_sparse_retriever_with_an_index_are_refused():
+    with pytest.raises(ArecallError, match=r"^corpus=vectors is the vector experiment.s corpus"):
+        run_in_memory(default_config(["corpus=vectors", "index=hnsw"]))
+    with pytest.raises(ArecallError, match=r"needs a .*dense"):
         run_in_memory(default_config(["index=exact", "evaluation.proof.max_examples=5"]))

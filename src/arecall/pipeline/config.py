@@ -17,7 +17,7 @@ import yaml
 
 from arecall.core.errors import ArecallError
 from arecall.core.schema import ConfigProblem
-from arecall.pipeline.schema import GROUPS, check_config, register
+from arecall.pipeline.schema import GROUPS, VECTORS_REFUSAL, check_config, register
 
 __all__ = ["CONF_DIR", "checked", "default_config", "flatten", "ks_of", "load_params"]
 
@@ -101,10 +101,14 @@ def default_config(overrides: Sequence[str] | None = None) -> dict[str, Any]:
     --------
     >>> default_config(["retriever=sklearn_tfidf"])["retriever"]["name"]
     'sklearn_tfidf'
-    >>> default_config(["corpus=vectors", "corpus.dims=abc"])  # doctest: +ELLIPSIS
+    >>> default_config(["vector_search.corpus.dims=abc"])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    arecall.core.schema.ConfigProblem: corpus.dims=abc: corpus.dims: must be ..., got 'abc'
+    arecall.core.schema.ConfigProblem: vector_search.corpus.dims=abc: ...: must be ..., got 'abc'
+    >>> default_config(["corpus=vectors"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    arecall.core.errors.ArecallError: corpus=vectors is the vector experiment's corpus, ...
     """
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
@@ -114,9 +118,11 @@ def default_config(overrides: Sequence[str] | None = None) -> dict[str, Any]:
     origin = override_origin(overrides)
     try:
         composed = _compose(overrides)
+        container = OmegaConf.to_container(composed, resolve=True)
     except (HydraException, OmegaConfBaseException) as exc:
+        if VECTORS_REFUSAL in str(exc):  # conf/corpus/vectors.yaml's resolver refused it
+            raise ArecallError(VECTORS_REFUSAL) from None
         raise _composition_error(overrides, exc) from None
-    container = OmegaConf.to_container(composed, resolve=True)
     return check_config(container, origin=origin)
 
 
@@ -143,12 +149,16 @@ def override_origin(overrides: Sequence[str]) -> Callable[[str], str | None]:
 
     Examples
     --------
-    >>> where = override_origin(["corpus=vectors", "corpus.selectivities=[abc]"])
-    >>> where("corpus.selectivities[0]"), where("corpus.k"), where("retriever.depth")
-    ('corpus.selectivities=[abc]', 'corpus=vectors', None)
+    >>> where = override_origin(
+    ...     ["corpus=synthetic", "corpus.n_docs=abc", "index@vector_search.index=exact"]
+    ... )
+    >>> where("corpus.n_docs"), where("corpus.seed"), where("retriever.depth")
+    ('corpus.n_docs=abc', 'corpus=synthetic', None)
+    >>> where("vector_search.index.store"), where("index.name")
+    ('index@vector_search.index=exact', None)
     """
     try:
-        keys = [(o.key_or_group, o.input_line) for o in _parsed(overrides)]
+        keys = [(o.package or o.key_or_group, o.input_line) for o in _parsed(overrides)]
     except Exception:  # unparsable overrides: Hydra's composition reports them
         keys = []
 

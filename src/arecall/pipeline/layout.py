@@ -51,6 +51,10 @@ class Layout:
     vector_csv = property(lambda self: self.reports / "vector_search.csv")
     vector_curve = property(lambda self: self.reports / "vector_curve.csv")
     vector_plot = property(lambda self: self.reports / "vector_search.png")
+    index_table = property(lambda self: self.reports / "index_search.md")
+    index_csv = property(lambda self: self.reports / "index_search.csv")
+    headline = property(lambda self: self.reports / "headline.json")
+    track_record = property(lambda self: self.data / "track" / "run.json")
 
     REPORTS = (
         "metrics",
@@ -62,6 +66,9 @@ class Layout:
         "vector_csv",
         "vector_curve",
         "vector_plot",
+        "index_table",
+        "index_csv",
+        "headline",
     )
 
     def report_files(self) -> dict[str, Path]:

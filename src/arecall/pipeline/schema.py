@@ -29,12 +29,15 @@ from arecall.core.schema import (
 )
 from arecall.data.authorization.config import PROFILES
 from arecall.data.sources import SCHEMAS as SOURCE_SCHEMAS
+from arecall.pipeline.budget import check_config_memory
 from arecall.retrievers import SCHEMAS as RETRIEVER_SCHEMAS
 from arecall.vector.config import PLACEMENTS, SELECTIVITIES, IndexConfig, VectorsCorpusConfig
 
 __all__ = [
+    "COMPOSED",
     "GROUPS",
     "SECTIONS",
+    "VECTORS_REFUSAL",
     "EvaluationConfig",
     "ExactIndexSchema",
     "HnswIndexSchema",
@@ -46,8 +49,6 @@ __all__ = [
 ]
 
 _FRACTION = interval(0.0, 1.0, low_open=True)
-#: The evaluation's placements: today exactly post (truncate, then filter) and pre.
-EVALUATED = ("post", "pre")
 
 
 # -- corpus=vectors and the index group (defaults: arecall.vector.config) -------------------------
@@ -163,24 +164,20 @@ class ProofConfig:
 
 @dataclass
 class EvaluationConfig:
-    """``evaluation``: the cut-offs, placements and statistics of the text pipeline.
+    """``evaluation``: the cut-offs and statistics of the text pipeline.
+
+    Both placements (post: truncate, then filter; pre: filter, then truncate) are always
+    measured: the comparison is the point, so it is not a setting.
 
     Attributes
     ----------
     ks : list of int
         Cut-offs K (positive; reported ascending, each once).
-    placements : list of str
-        post (truncate, then filter) and pre (filter, then truncate): both, always.
     significance : SignificanceConfig
     proof : ProofConfig
     """
 
     ks: list[int] = setting([1, 3, 5, 10], each=POSITIVE, nonempty=True)  # noqa: RUF009 (a dataclass field)
-    placements: list[str] = setting(  # noqa: RUF009 (a dataclass field)
-        list(EVALUATED),
-        Rule("a list of both post and pre", lambda v: sorted(set(v)) == sorted(EVALUATED)),
-        each=one_of(*EVALUATED),
-    )
     significance: SignificanceConfig = field(default_factory=SignificanceConfig)
     proof: ProofConfig = field(default_factory=ProofConfig)
 
@@ -195,10 +192,15 @@ class TrackingConfig:
         Log each run.
     experiment : str
         The MLflow experiment's name.
+    on_error : str
+        When the store cannot be written (an unreachable server): ``fail`` (exit 2) or ``warn``
+        (finish untracked, exit 0); either way one line names the run directory holding the
+        results and ``arecall log <dir>``, which logs them later.
     """
 
     enabled: bool = True
     experiment: str = setting("arecall", Rule("a non-empty name", bool))
+    on_error: str = setting("fail", one_of("fail", "warn"))
 
 
 # -- the groups -----------------------------------------------------------------------------------
@@ -212,8 +214,20 @@ GROUPS: dict[str, dict[str, type]] = {
     "evaluation": {"default": EvaluationConfig},
     "tracking": {"mlflow": TrackingConfig},
 }
+#: Sections composed from the groups' options under another package (conf/config.yaml's
+#: ``- corpus@vector_search.corpus: vectors``): section -> key -> (group, allowed options).
+#: ``vector_search`` is verity's filtered-vector-search experiment, run by the ``vectors`` stage.
+COMPOSED: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
+    "vector_search": {"corpus": ("corpus", ("vectors",)), "index": ("index", ("exact", "hnsw"))},
+}
 #: Sections every configuration has, in params.yaml's order.
-SECTIONS = tuple(GROUPS)
+SECTIONS = (*GROUPS, *COMPOSED)
+#: Why ``corpus=vectors`` is not a corpus of the text pipeline (one line, both entry points).
+VECTORS_REFUSAL = (
+    "corpus=vectors is the vector experiment's corpus, not the text pipeline's: every run "
+    "runs it as the vector_search section (set vector_search.corpus.*, "
+    "index@vector_search.index=exact|hnsw)"
+)
 _KIND = {
     "corpus": "corpus",
     "retriever": "retriever",
@@ -235,11 +249,25 @@ def register() -> None:
     True
     """
     from hydra.core.config_store import ConfigStore
+    from omegaconf import OmegaConf
 
     store = ConfigStore.instance()
     for group, options in GROUPS.items():
         for option, schema in options.items():
             store.store(group=group, name=f"base_{option}", node=schema)
+    OmegaConf.register_new_resolver("arecall.vector_search_only", _vector_search_only, replace=True)
+
+
+def _vector_search_only(*, _node_: Any) -> str:
+    """``corpus/vectors``'s name: ``vectors`` under ``vector_search``, refused anywhere else.
+
+    A resolver, so the refusal happens while Hydra composes — before ``dvc exp run -S
+    corpus=vectors`` writes params.yaml or any stage runs — as it does for ``arecall run``.
+    """
+    key = _node_._get_full_key(None)
+    if not str(key).startswith("vector_search."):
+        raise ValueError(VECTORS_REFUSAL)
+    return "vectors"
 
 
 def check_config(
@@ -264,7 +292,7 @@ def check_config(
             raise ConfigProblem("config", "must be a mapping of config sections", cfg)
         out: dict[str, Any] = {}
         for section in cfg:
-            if section not in GROUPS:
+            if section not in SECTIONS:
                 raise ConfigProblem(
                     str(section),
                     f"unknown config section (known: {', '.join(SECTIONS)})",
@@ -281,12 +309,52 @@ def check_config(
             else:
                 (schema,) = options.values()
                 out[section] = validate(schema, value, section)
-        if out["corpus"]["name"] == "vectors" and out["index"]["name"] == "none":
-            raise ConfigProblem(
-                "index.name",
-                "corpus=vectors needs a vector index (index=hnsw or index=exact)",
-                "none",
-            )
+        for section, parts in COMPOSED.items():
+            value = cfg.get(section)
+            if not isinstance(value, Mapping):
+                raise ConfigProblem(section, "missing config section", value)
+            out[section] = {}
+            for key, (group, allowed) in parts.items():
+                at = f"{section}.{key}"
+                part = select(GROUPS[group], value.get(key), at, _KIND[group])
+                if part["name"] not in allowed:
+                    raise ConfigProblem(
+                        f"{at}.name", f"must be one of {', '.join(allowed)}", part["name"]
+                    )
+                out[section][key] = part
+            for key in value:
+                if key not in parts:
+                    raise ConfigProblem(f"{section}.{key}", "unknown key", value[key])
+        if out["corpus"]["name"] == "vectors":
+            raise ConfigProblem("corpus", VECTORS_REFUSAL, "vectors")
+        _check_index_retriever(out)
+        check_config_memory(out)
     except ConfigProblem as problem:
         raise problem.at(where(problem.key) or "config") from None
     return out
+
+
+def _check_index_retriever(cfg: Mapping[str, Any]) -> None:
+    """A vector index over a text corpus needs a retriever with dense embeddings.
+
+    The vectors stage indexes the retriever's ``embed_documents()``; refusing here, not there,
+    keeps the earlier stages from running for nothing.
+    """
+    index = cfg["index"]["name"]
+    if index == "none":
+        return
+    from arecall.retrievers import RETRIEVERS, make_retriever
+
+    chosen = cfg["retriever"]["name"]
+    if hasattr(make_retriever(cfg["retriever"]), "embed_documents"):
+        return
+    dense = [
+        n for n in sorted(RETRIEVERS) if hasattr(make_retriever({"name": n}), "embed_documents")
+    ]
+    raise ConfigProblem(
+        "index.name",
+        f"index={index} needs a retriever with dense embeddings "
+        f"(retriever={'|'.join(dense)}), not retriever={chosen}",
+        index,
+        got=False,
+    )

@@ -19,6 +19,7 @@ Scores are float32, bm25s's precision.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple, overload
 
@@ -32,6 +33,10 @@ from arecall.core.schema import validate
 from arecall.retrievers.config import BM25_METHODS as METHODS
 from arecall.retrievers.config import BM25Config
 from arecall.retrievers.tfidf import tokenize
+
+# bm25s sets its own logger to DEBUG at import; under Hydra's logging that put "[DEBUG]" lines
+# into every sweep. Its warnings still show.
+logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 __all__ = ["BM25", "METHODS", "positive_part"]
 

@@ -19,7 +19,12 @@ table, Markdown, plot, store audit), ``stores`` (one file per store — faiss, L
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
+
+# faiss announces its CPU features at INFO when imported; under `arecall run` Hydra's logging
+# would print that line into every run's output.
+logging.getLogger("faiss").setLevel(logging.WARNING)
 
 # Public names and the submodule defining each, imported on first use: importing
 # `arecall.vector.config` (every config check does) must not load faiss, LanceDB or matplotlib.

@@ -8,6 +8,7 @@ from typing import Any
 from arecall.core.placement import PlacedLists, place_all
 from arecall.core.ranking import Ranking
 from arecall.data.collection import Collection
+from arecall.pipeline.budget import check_lists_memory
 from arecall.pipeline.config import ks_of
 from arecall.pipeline.layout import Layout
 from arecall.pipeline.stages import run_stage
@@ -18,6 +19,9 @@ __all__ = ["filter_lists"]
 def filter_lists(cfg: Mapping[str, Any], layout: Layout) -> PlacedLists:
     """Apply both placements for every principal and query at the largest K."""
     collection = Collection.load(layout.corpus)
+    check_lists_memory(
+        cfg, n_principals=len(collection.principals), n_queries=len(collection.queries)
+    )  # the corpus's own sizes, before anything is allocated or written
     lists = place_all(Ranking.load(layout.ranking), collection.acl_matrix(), max(ks_of(cfg)))
     lists.save(layout.lists)
     return lists

@@ -10,6 +10,7 @@ from tqdm.auto import tqdm
 
 from arecall.core.ranking import Ranking, rank_queries
 from arecall.data.collection import Collection
+from arecall.pipeline.budget import check_lists_memory
 from arecall.pipeline.config import ks_of
 from arecall.pipeline.layout import Layout
 from arecall.pipeline.stages import run_stage
@@ -28,6 +29,9 @@ def _score_chunks(retriever: Any, texts: list[str], chunk: int) -> Iterator[sp.s
 def rank(cfg: Mapping[str, Any], layout: Layout) -> Ranking:
     """Fit the retriever on the documents and rank every query, as deep as exactness needs."""
     collection = Collection.load(layout.corpus)
+    check_lists_memory(
+        cfg, n_principals=len(collection.principals), n_queries=len(collection.queries)
+    )  # the corpus's own sizes, before anything is allocated or written
     rcfg = cfg["retriever"]
     retriever = make_retriever(rcfg).fit(collection.documents["text"].tolist())
     n_docs = len(collection.documents)

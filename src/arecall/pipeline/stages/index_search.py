@@ -1,0 +1,77 @@
+"""Stage `index_search`: the text corpus's dense embeddings in the ``index`` group's index.
+
+With ``index=hnsw|exact`` and a dense retriever (``retriever=dense_lsa``) each principal's ACL is
+the filter of a vector index over the documents' embeddings: one row per principal and
+placement. With ``index=none`` (the default) it writes one line saying so and an empty CSV, so
+DVC's outputs exist and say nothing they did not measure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from arecall.data.collection import Collection
+from arecall.io.atomic import write_text, write_with
+from arecall.pipeline.config import ks_of
+from arecall.pipeline.layout import Layout
+from arecall.pipeline.stages import run_stage
+from arecall.pipeline.vector_search import run_text_index
+from arecall.retrievers import make_retriever
+
+__all__ = ["index_search"]
+
+NO_INDEX = (
+    "index `none`: no vector index (index=hnsw or index=exact with a dense retriever, "
+    "retriever=dense_lsa, measures this corpus's embeddings through one).\n"
+)
+
+
+def index_search(cfg: Mapping[str, Any], layout: Layout) -> pd.DataFrame | None:
+    """Measure the corpus's embeddings through the configured index; None for ``index=none``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     layout = Layout.run(tmp)
+    ...     index_search({"index": {"name": "none"}}, layout) is None, layout.index_csv.read_text()
+    (True, '')
+    """
+    if cfg["index"]["name"] == "none":
+        write_text(layout.index_table, NO_INDEX)
+        write_text(layout.index_csv, "")
+        return None
+    from arecall.vector import deterministic_columns, render_markdown
+
+    collection = Collection.load(layout.corpus)
+    retriever = make_retriever(cfg["retriever"]).fit(collection.documents["text"].tolist())
+    table = run_text_index(
+        cfg,
+        retriever,
+        collection.queries["text"].tolist(),
+        np.asarray(collection.acl_matrix().toarray(), dtype=bool),
+        collection.principal_names,
+        max(ks_of(cfg)),
+    )
+    caption = (
+        f"corpus `{cfg['corpus']['name']}` · retriever `{cfg['retriever']['name']}` "
+        f"· index `{cfg['index']['name']}`: one row per principal and placement"
+    )
+    markdown = f"{caption}\n\n" + render_markdown(table)
+    markdown += (
+        "\nRows are in principal order: " + ", ".join(dict.fromkeys(table["principal"])) + ".\n"
+    )
+    write_text(layout.index_table, markdown)
+    steady = deterministic_columns(table)
+    write_with(layout.index_csv, lambda tmp: steady.to_csv(tmp, index=False, lineterminator="\n"))
+    return table
+
+
+if __name__ == "__main__":
+    raise SystemExit(
+        run_stage(index_search, show=lambda t, layout: print(layout.index_table.read_text()))
+    )
