@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from arecall.core.errors import ArecallError
 
@@ -46,7 +47,7 @@ def log_main(argv: Sequence[str]) -> int:
     if (directory / "params.yaml").is_file():
         cfg, layout, entry = load_params(directory / "params.yaml"), Layout.dvc(directory), "dvc"
     elif (directory / ".hydra" / "config.yaml").is_file():
-        cfg, layout = load_params(directory / ".hydra" / "config.yaml"), Layout.run(directory)
+        cfg, layout = _run_config(directory / ".hydra" / "config.yaml"), Layout.run(directory)
         entry = "arecall run"
     else:
         raise ArecallError(
@@ -69,3 +70,25 @@ def log_main(argv: Sequence[str]) -> int:
     )
     print(f"mlflow: logged run {run_id} to {tracking_uri('.')}", file=sys.stderr)
     return 0
+
+
+def _run_config(path: Path) -> dict[str, Any]:
+    """The config Hydra saved for a run, its interpolations resolved, checked like params.yaml.
+
+    Hydra saves the composition unresolved (``vector_search.corpus.name`` is an interpolation of
+    arecall's resolver), so it is loaded with OmegaConf (a safe YAML loader) and resolved here.
+    """
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from arecall.pipeline.config import checked
+    from arecall.pipeline.schema import register
+
+    register()
+    try:
+        resolved = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    except (OmegaConfBaseException, ValueError, OSError) as exc:
+        raise ArecallError(f"{path}: cannot read the run's config: {exc}") from None
+    if not isinstance(resolved, dict):
+        raise ArecallError(f"{path}: must be a mapping of config sections")
+    return checked({str(k): v for k, v in resolved.items()}, origin=str(path))
