@@ -28,11 +28,12 @@ repro: $(STAMP)
 	@cat reports/tables.md
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not faults"
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not faults and not long"
 
-# fault injection: kill -9 at every stage, signals, tracking outages, concurrent runs (minutes)
+# fault injection (kill -9 at every stage, signals, tracking outages, concurrent runs) and the
+# longest end-to-end runs (a DVC experiment, a sweep on a real mlflow server): minutes; CI runs it
 test-faults: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadfile -m faults
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "faults or long"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

@@ -54,7 +54,9 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_malformed_seed_json_gives_one_line_and_writes_nothing(tmp_path, case, arecall):
+def test_malformed_seed_json_gives_one_line_and_writes_nothing(
+    tmp_path, case, arecall, mlflow_store
+):
     d = write_seed_dir(tmp_path / "corpus", 3)
     breaker, expected = CASES[case]
     breaker(d)
@@ -109,3 +111,13 @@ def test_unknown_retriever_in_params_yaml_fails_the_first_dvc_stage_with_one_lin
     assert len(lines) == 1 and lines[0].startswith("arecall: error: params.yaml: "), lines
     assert "retriever.name" in lines[0] and "'bogus'" in lines[0] and KNOWN in lines[0]
     assert not (work / "data").exists()
+
+
+def test_a_first_run_on_a_fresh_store_still_fails_in_one_line(tmp_path, arecall):
+    """Creating the MLflow store is not news: no line of MLflow's before the error."""
+    d = write_seed_dir(tmp_path / "corpus", 3)
+    (d / "queries.json").unlink()
+    proc = arecall("run", "corpus=seed_json", f"corpus.path={d}", f"hydra.run.dir={tmp_path}/o")
+    assert proc.returncode == 2
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "queries.json: file not found" in lines[0], proc.stderr

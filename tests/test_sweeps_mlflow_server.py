@@ -96,6 +96,7 @@ def mlflow_server(tmp_path: Path, mlflow_template: Path):
         _stop_server(proc)
 
 
+@pytest.mark.long
 def test_a_parallel_two_point_sweep_lands_in_the_server_as_nested_runs(
     tmp_path, monkeypatch, mlflow_server
 ):
