@@ -243,3 +243,25 @@ def dvc_env(**extra: str) -> dict[str, str]:
     env["MLFLOW_DISABLE_TELEMETRY"] = "true"
     env.update(extra)
     return env
+
+
+def rank_world(scores: Any, rel_m: Any, acl_m: Any, ks: Any, depth: int | None) -> tuple[Any, Any]:
+    """A random world's full ranking (padded) and the pipeline's ranking kept to ``depth``.
+
+    The batch kernels are tested at every kept depth against the full ranking: a shallow ranking
+    is extended exactly as far as the pre placement needs.
+    """
+    import scipy.sparse as sp
+
+    from arecall.core.ranking import rank_queries, rank_scores
+
+    ranked_all = rank_scores(sp.csr_matrix(scores)).padded()
+    ranking = rank_queries(
+        [sp.csr_matrix(scores)],
+        n_queries=len(scores),
+        depth=depth,
+        acl=acl_m,
+        k_max=max(ks),
+        relevance=rel_m,
+    )
+    return ranked_all, ranking

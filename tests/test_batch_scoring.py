@@ -14,6 +14,8 @@ from arecall.core.placement import place_all
 from arecall.core.ranking import rank_queries, rank_scores
 from arecall.core.scoring import exact_mean, score_pairs
 
+from conftest import rank_world
+
 
 @st.composite
 def worlds(draw):
@@ -47,15 +49,7 @@ def test_batch_metrics_equal_per_list_metrics_for_every_pair_at_any_kept_depth(w
     """A shallow ranking is extended exactly as far as the pre-filter needs: same numbers."""
     scores, rel, acl, ks = world
     acl_m, rel_m = sp.csr_matrix(acl), sp.csr_matrix(rel.astype(float))
-    ranked_all = rank_scores(sp.csr_matrix(scores)).padded()
-    ranking = rank_queries(
-        [sp.csr_matrix(scores)],
-        n_queries=len(scores),
-        depth=depth,
-        acl=acl_m,
-        k_max=max(ks),
-        relevance=rel_m,
-    )
+    ranked_all, ranking = rank_world(scores, rel_m, acl_m, ks, depth)
     lists = place_all(ranking, acl_m, max(ks))
     got = score_pairs(ranking, lists, rel_m, acl_m, ks)
     for q in range(scores.shape[0]):

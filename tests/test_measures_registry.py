@@ -32,6 +32,8 @@ from arecall.io.trec import Run
 from arecall.vector.index import Hits
 from arecall.vector.oracle import score_hits
 
+from conftest import rank_world
+
 TOL = 1e-12
 
 
@@ -74,15 +76,7 @@ def _check(measure: Measure, got: float, judged: Judged, k: int) -> None:
 def test_pipeline_kernel_equals_every_registered_definition(world, depth):
     scores, grades, acl, ks = world
     acl_m, rel_m = sp.csr_matrix(acl), sp.csr_matrix(grades.astype(float))
-    ranked_all = rank_scores(sp.csr_matrix(scores)).padded()
-    ranking = rank_queries(
-        [sp.csr_matrix(scores)],
-        n_queries=len(scores),
-        depth=depth,
-        acl=acl_m,
-        k_max=max(ks),
-        relevance=rel_m,
-    )
+    ranked_all, ranking = rank_world(scores, rel_m, acl_m, ks, depth)
     got = score_pairs(ranking, place_all(ranking, acl_m, max(ks)), rel_m, acl_m, ks)
     per_pair = {**got.metrics, "gap": got.metrics["arecall_pre"] - got.metrics["arecall_post"]}
     checked = set()

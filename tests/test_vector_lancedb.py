@@ -6,16 +6,13 @@ plugs into the same audit.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import numpy as np
 import pandas as pd
 import pytest
 
-from arecall.vector import Hits, build_index, generate
+from arecall.vector import generate
 from arecall.vector.measurement import audit, render_markdown
-from arecall.vector.stores import STORES, Below, LanceDBStore, VectorStore
+from arecall.vector.stores import Below, LanceDBStore
 
 pytest.importorskip("lancedb")
 
@@ -44,27 +41,3 @@ def test_lancedb_scores_are_dot_products() -> None:
     for row, scores, q in zip(hits.ids, hits.scores, data.queries, strict=True):
         np.testing.assert_allclose(scores, data.vectors[row] @ q, atol=1e-5)
         assert (data.draws[row] < 0.5).all()
-
-
-class NumpyStore(VectorStore):
-    """A whole adapter in a dozen lines: exact scan, filter before or after top-k."""
-
-    name = "numpy"
-
-    def build(self, vectors: np.ndarray, attributes: Mapping[str, Any]) -> None:
-        self.index, self.attributes = build_index(vectors, kind="exact"), attributes
-
-    def search(self, queries: np.ndarray, k: int, where: Below, *, prefilter: bool) -> Hits:
-        mask = where.mask(self.attributes)
-        if prefilter:
-            return self.index.exact(queries, k, mask)
-        hits = self.index.exact(queries, k)
-        return hits.select(mask[np.maximum(hits.ids, 0)])
-
-
-def test_another_store_is_one_class(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(STORES, "numpy", NumpyStore)
-    df = audit(store="numpy", n_docs=500, dims=8, n_queries=5, selectivities=[0.1, 1.0])
-    assert df["mode"].tolist() == ["numpy/post", "numpy/pre", "numpy/post", "numpy/pre"]
-    assert df[df["mode"] == "numpy/pre"]["recall"].tolist() == [1.0, 1.0]
-    assert df.iloc[0]["returned"] < 10

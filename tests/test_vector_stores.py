@@ -94,7 +94,10 @@ def test_a_store_registered_in_one_line_reaches_the_pipeline_and_audit(toy: None
         "index": {"name": "hnsw", "store": "toy", "placements": WITHOUT_AUTO},
     }
     assert run_vector_corpus(cfg)["plan"].tolist()[:2] == ["prefilter=False", "prefilter=True"]
-    assert audit(store="toy", **SMALL)["mode"].tolist()[:2] == ["toy/post", "toy/pre"]
+    df = audit(store="toy", **SMALL)
+    assert df["mode"].tolist() == ["toy/post", "toy/pre", "toy/post", "toy/pre"]
+    assert df[df["mode"] == "toy/pre"]["recall"].tolist() == [1.0, 1.0]
+    assert df.iloc[0]["returned"] < 10  # post-filtering under-returns at 10%
 
 
 def test_a_placement_the_store_cannot_answer_is_refused(toy: None) -> None:
