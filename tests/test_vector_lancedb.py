@@ -6,6 +6,7 @@ plugs into the same audit.
 
 from __future__ import annotations
 
+import lancedb  # noqa: F401 - a missing store fails loudly
 import numpy as np
 import pandas as pd
 import pytest
@@ -13,8 +14,6 @@ import pytest
 from arecall.vector import generate
 from arecall.vector.measurement import audit, render_markdown
 from arecall.vector.stores import Below, LanceDBStore
-
-pytest.importorskip("lancedb")
 
 
 @pytest.fixture(scope="module")

@@ -7,18 +7,29 @@ and registered in one line runs the same experiment, through the pipeline config
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from arecall.core.errors import ArecallError
 from arecall.pipeline.vector_search import run_vector_corpus
 from arecall.vector import Hits, build_index, calibrate_auto, generate, measure_placements
 from arecall.vector.config import IndexConfig
+from arecall.vector.generator import l2_normalise
 from arecall.vector.measurement import audit, experiment
-from arecall.vector.stores import STORES, Below, FaissStore, VectorStore, store_from_config
+from arecall.vector.stores import (
+    STORES,
+    Below,
+    FaissStore,
+    InSet,
+    VectorStore,
+    make_store,
+    store_from_config,
+)
 
 SMALL: dict[str, Any] = {"n_docs": 400, "dims": 16, "n_queries": 6, "selectivities": [0.1, 1.0]}
 WITHOUT_AUTO = ["post", "pushdown", "pre"]
@@ -45,16 +56,14 @@ def toy(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(STORES, "toy", ToyStore)  # the one registry line
 
 
-def test_the_registry_lists_faiss_and_lancedb_under_their_own_names() -> None:
-    assert {"faiss", "lancedb"} <= set(STORES)
+def test_the_registry_lists_faiss_lancedb_and_chroma_under_their_own_names() -> None:
+    assert {"chroma", "faiss", "lancedb"} <= set(STORES)
     assert all(cls.name == name for name, cls in STORES.items())
     assert isinstance(store_from_config(IndexConfig()), FaissStore)
 
 
 @pytest.mark.parametrize("name", ["faiss", "lancedb"])
 def test_the_same_experiment_runs_through_each_store(name: str) -> None:
-    if name == "lancedb":
-        pytest.importorskip("lancedb")
     df = experiment(store=name, placements=WITHOUT_AUTO, **SMALL)
     assert df["mode"].tolist() == WITHOUT_AUTO * 2
     assert df["selectivity"].tolist() == [0.1] * 3 + [1.0] * 3
@@ -114,3 +123,75 @@ def test_faiss_answers_audit_too() -> None:
     df = audit(store="faiss", **SMALL)
     assert df["mode"].tolist() == ["faiss/post", "faiss/pre"] * 2
     assert df[df["mode"] == "faiss/pre"]["returned"].tolist() == [10.0, 10.0]
+
+
+def test_inset_is_a_sorted_set_of_integers_rendered_for_every_store() -> None:
+    where = InSet("group", [np.int64(4), 1, 4])
+    assert where.values == (1, 4) and where == InSet("group", (4, 1))
+    assert where.sql() == "group IN (1, 4)" and where.chroma() == {"group": {"$in": [1, 4]}}
+    assert InSet("group", []).sql() == "false"
+    assert Below("draw", 0.25).chroma() == {"draw": {"$lt": 0.25}}
+    mask = where.mask({"group": np.array([1, 2, 4, 0], dtype=np.uint8)})
+    assert mask.tolist() == [True, False, True, False]
+
+
+@pytest.mark.parametrize(
+    ("column", "values", "message"),
+    [
+        ("group", [1, 2.5], r"^filter value=2.5: InSet takes integers"),
+        ("group", [True], r"^filter value=True: InSet takes integers"),
+        ("group; drop", [1], r"^filter column='group; drop': must be a plain identifier"),
+    ],
+)
+def test_inset_refuses_what_it_cannot_render(column: str, values: list[Any], message: str) -> None:
+    with pytest.raises(ArecallError, match=message):
+        InSet(column, values)
+
+
+def test_inset_on_a_non_integer_attribute_names_the_column() -> None:
+    with pytest.raises(ArecallError, match=r"^filter column='draw': InSet needs an integer"):
+        InSet("draw", [1]).mask({"draw": np.array([0.5, 1.0])})
+    with pytest.raises(ArecallError, match=r"^filter column='team': no such attribute"):
+        InSet("team", [1]).mask({"draw": np.array([0.5, 1.0])})
+
+
+TINY_DOCS, TINY_GROUPS = 60, 8
+
+
+@pytest.fixture(scope="module", params=sorted(STORES))
+def tiny_store(request: pytest.FixtureRequest) -> Iterator[tuple[VectorStore, Any, Any]]:
+    """Each registered store over 60 documents in 8 groups (a graph this small is searched
+    exhaustively, so any difference from numpy is the filter's)."""
+    rng = np.random.default_rng(3)
+    vectors = l2_normalise(rng.normal(size=(TINY_DOCS, 8)))
+    group = rng.integers(0, TINY_GROUPS, TINY_DOCS)
+    with make_store(request.param) as store:
+        store.build(vectors, {"group": group, "even": group % 2 == 0})
+        yield store, vectors, group
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    values=st.sets(st.integers(0, TINY_GROUPS + 1), max_size=TINY_GROUPS + 2),
+    threshold=st.floats(-1.0, TINY_GROUPS + 1.0),
+    query=st.integers(0, TINY_DOCS - 1),
+)
+def test_inset_and_below_match_numpy_on_every_store(
+    tiny_store: tuple[VectorStore, Any, Any], values: set[int], threshold: float, query: int
+) -> None:
+    store, vectors, group = tiny_store
+    inset = InSet("group", values)
+    np.testing.assert_array_equal(inset.mask({"group": group}), np.isin(group, list(values)))
+    oracle = build_index(vectors, kind="exact")
+    q = vectors[query : query + 1]
+    attributes = {"group": group, "even": group % 2 == 0}
+    # a float bound on an integer and on a boolean attribute, a set of integers on both
+    for where in (inset, Below("group", threshold), Below("even", threshold), InSet("even", [1])):
+        mask = where.mask(attributes)
+        want = oracle.exact(q, TINY_DOCS, mask)
+        for prefilter in (False, True):
+            # k = every document: the whole authorized set, best first, nothing else
+            hits = store.search(q, TINY_DOCS, where, prefilter=prefilter)
+            assert hits.rows() == want.rows(), (store.name, where, prefilter)
+            few = store.search(q, 3, where, prefilter=prefilter)
+            assert few.returned()[0] <= 3 and mask[few.rows()[0]].all()

@@ -11,15 +11,19 @@ from typing import Any
 
 from arecall.core.errors import ArecallError
 from arecall.vector.config import IndexConfig
-from arecall.vector.stores.base import Below, VectorStore, check_attributes
+from arecall.vector.stores.base import Below, InSet, Predicate, VectorStore, check_attributes
+from arecall.vector.stores.chroma import ChromaStore
 from arecall.vector.stores.faiss import FaissStore
 from arecall.vector.stores.lancedb import LanceDBStore
 
 __all__ = [
     "STORES",
     "Below",
+    "ChromaStore",
     "FaissStore",
+    "InSet",
     "LanceDBStore",
+    "Predicate",
     "VectorStore",
     "check_attributes",
     "make_store",
@@ -29,6 +33,7 @@ __all__ = [
 
 #: Store name -> adapter class; one line per store.
 STORES: dict[str, type[VectorStore]] = {
+    "chroma": ChromaStore,
     "faiss": FaissStore,
     "lancedb": LanceDBStore,
 }
@@ -44,7 +49,7 @@ def store_class(name: str, *, key: str = "store") -> type[VectorStore]:
     >>> store_class("milvus", key="index.store")
     Traceback (most recent call last):
     ...
-    arecall.core.errors.ArecallError: index.store='milvus': must be one of faiss, lancedb
+    arecall.core.errors.ArecallError: index.store='milvus': must be one of chroma, faiss, lancedb
     """
     if name not in STORES:
         raise ArecallError(f"{key}={name!r}: must be one of {', '.join(sorted(STORES))}")

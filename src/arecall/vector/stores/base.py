@@ -2,8 +2,9 @@
 
 An audit asks a real store the question the experiment asks faiss — the k nearest documents
 a filter admits — once with the store's post-filter and once with its pre-filter, and scores
-both against the same exhaustive oracle. The interface is deliberately tiny so that Qdrant
-(local mode), Chroma or pgvector is one file: load vectors with scalar attributes, answer a
+both against the same exhaustive oracle. The interface is deliberately tiny so that a store is
+one file (``faiss.py``, ``lancedb.py``, ``chroma.py``; Qdrant local mode or pgvector would be
+the same): load vectors with scalar attributes, answer a
 batch of queries under one attribute predicate, say whether the filter is applied before or
 after the ANN search.
 
@@ -14,18 +15,23 @@ placement it answers. By default a store answers ``post`` with ``search(prefilte
 lists it in ``placements`` and overrides ``place`` and ``calibrate``. ``from_config`` maps the
 ``index`` config (``m``, ``ef_construction``, ``ef_search``) onto the store's parameters.
 
-The only predicate is ``Below(column, threshold)`` — "attribute < threshold" — because that is
-how the verity corpus expresses selectivity (a document matches s iff its draw is < s) and every
-store can express it (LanceDB SQL ``draw < 0.03``, Qdrant ``Range(lt=...)``, Chroma
-``{"draw": {"$lt": 0.03}}``, pgvector ``WHERE draw < 0.03``). The oracle evaluates the same
-predicate with numpy, so store and oracle filter identically.
+Two predicates (``Predicate``), each evaluated three ways — ``mask`` (numpy: the oracle and
+faiss), ``sql`` (LanceDB, pgvector) and ``chroma`` (a Chroma ``where`` document) — so store and
+oracle filter identically:
+
+- ``Below(column, threshold)``, "attribute < threshold": how the verity corpus expresses
+  selectivity (a document matches s iff its draw is < s);
+- ``InSet(column, values)``, "attribute ∈ values" on an integer attribute: authorization by
+  group — a team, a tenant, a topic cluster — which is how a correlated ACL looks (the
+  authorized documents are whole clusters of the embedding space, not a uniform sample).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar
@@ -37,7 +43,7 @@ from arecall.core.errors import ArecallError
 from arecall.vector.config import IndexConfig
 from arecall.vector.index import Hits
 
-__all__ = ["Below", "VectorStore", "check_attributes"]
+__all__ = ["Below", "InSet", "Predicate", "VectorStore", "check_attributes"]
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -69,9 +75,111 @@ class Below:
             raise ArecallError(f"filter column={self.column!r}: no such attribute")
         return np.asarray(attributes[self.column] < self.threshold, dtype=np.bool_)
 
-    def sql(self) -> str:
-        """The predicate as SQL (``repr`` of a float round-trips exactly)."""
-        return f"{self.column} < {float(self.threshold)!r}"
+    def bound(self, dtype: npt.DTypeLike | None = None) -> int | float:
+        """The threshold as a literal for a column of ``dtype``.
+
+        Stores compare an integer column with a float literal badly (LanceDB refuses
+        ``group < 0.0``; Chroma drops ``group == 3`` from ``group < 3.5``), so for an integer
+        column the bound is the equivalent integer ``ceil(threshold)``: ``x < t`` iff
+        ``x < ceil(t)`` for integer ``x`` (clipped to the int64 range).
+
+        Examples
+        --------
+        >>> Below("group", 2.5).bound(np.int64), Below("draw", 2.5).bound(np.float64)
+        (3, 2.5)
+        """
+        if dtype is not None and np.dtype(dtype).kind in "biu":
+            info = np.iinfo(np.int64)
+            return int(min(max(math.ceil(self.threshold), info.min), info.max))
+        return float(self.threshold)
+
+    def sql(self, dtype: npt.DTypeLike | None = None) -> str:
+        """The predicate as SQL (``repr`` of a float round-trips exactly).
+
+        Examples
+        --------
+        >>> Below("group", 2.5).sql(np.int32)
+        'group < 3'
+        """
+        return f"{self.column} < {self.bound(dtype)!r}"
+
+    def chroma(self, dtype: npt.DTypeLike | None = None) -> dict[str, Any]:
+        """The predicate as a Chroma ``where`` document.
+
+        Examples
+        --------
+        >>> Below("draw", 0.03).chroma()
+        {'draw': {'$lt': 0.03}}
+        """
+        return {self.column: {"$lt": self.bound(dtype)}}
+
+
+def _integers(values: Iterable[Any]) -> tuple[int, ...]:
+    """``values`` as a sorted tuple of distinct ints, refusing anything that is not an integer."""
+    out = set()
+    for value in values:
+        if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+            raise ArecallError(f"filter value={value!r}: InSet takes integers (group ids)")
+        out.add(int(value))
+    return tuple(sorted(out))
+
+
+@dataclass(frozen=True)
+class InSet:
+    """The predicate ``column ∈ values`` on an integer (or 0/1 boolean) attribute: group membership.
+
+    ``values`` is kept sorted and deduplicated, so equal sets give equal predicates and the
+    same SQL. An empty set admits nothing.
+
+    Examples
+    --------
+    >>> groups = {"group": np.array([3, 1, 4, 1, 5])}
+    >>> InSet("group", [4, 1]).mask(groups).tolist()
+    [False, True, True, True, False]
+    >>> InSet("group", [4, 1, 1]).sql()
+    'group IN (1, 4)'
+    >>> InSet("group", [4, 1]).chroma()
+    {'group': {'$in': [1, 4]}}
+    """
+
+    column: str
+    values: tuple[int, ...]
+
+    def __init__(self, column: str, values: Iterable[Any]) -> None:
+        if not _IDENTIFIER.match(column):
+            raise ArecallError(f"filter column={column!r}: must be a plain identifier")
+        object.__setattr__(self, "column", column)
+        object.__setattr__(self, "values", _integers(values))
+
+    def mask(self, attributes: Mapping[str, npt.NDArray[Any]]) -> npt.NDArray[np.bool_]:
+        """Evaluate the predicate with numpy, as the oracle does."""
+        if self.column not in attributes:
+            raise ArecallError(f"filter column={self.column!r}: no such attribute")
+        column = np.asarray(attributes[self.column])
+        if column.dtype.kind not in "biu":
+            raise ArecallError(
+                f"filter column={self.column!r}: InSet needs an integer attribute, "
+                f"got dtype {column.dtype}"
+            )
+        return np.isin(column, np.asarray(self.values, dtype=np.int64))
+
+    def sql(self, dtype: npt.DTypeLike | None = None) -> str:
+        """The predicate as SQL (``false`` for the empty set, which SQL cannot write as IN).
+
+        ``dtype`` (the column's) is accepted for symmetry with `Below.sql`; the values are
+        integers whatever it is.
+        """
+        if not self.values:
+            return "false"
+        return f"{self.column} IN ({', '.join(str(v) for v in self.values)})"
+
+    def chroma(self, dtype: npt.DTypeLike | None = None) -> dict[str, Any]:
+        """The predicate as a Chroma ``where`` document (``$in``; ``dtype`` as for ``sql``)."""
+        return {self.column: {"$in": list(self.values)}}
+
+
+#: A filter every store answers: ``Below`` (a threshold) or ``InSet`` (group membership).
+Predicate = Below | InSet
 
 
 def check_attributes(
@@ -124,7 +232,7 @@ class VectorStore(ABC):
 
     @abstractmethod
     def search(
-        self, queries: npt.NDArray[np.float32], k: int, where: Below, *, prefilter: bool
+        self, queries: npt.NDArray[np.float32], k: int, where: Predicate, *, prefilter: bool
     ) -> Hits:
         """Top-``k`` documents satisfying ``where`` for each query, the store's way.
 
@@ -133,7 +241,7 @@ class VectorStore(ABC):
         """
 
     def place(
-        self, placement: str, queries: npt.NDArray[np.float32], k: int, where: Below
+        self, placement: str, queries: npt.NDArray[np.float32], k: int, where: Predicate
     ) -> tuple[Hits, str]:
         """Answer one placement of the experiment: its hits and the plan the table prints.
 

@@ -20,7 +20,7 @@ from arecall.core.errors import ArecallError
 from arecall.vector.config import IndexConfig
 from arecall.vector.index import INDEX_KINDS, Hits, VectorIndex, build_index
 from arecall.vector.placement import AutoPlanner, answer, calibrate_auto
-from arecall.vector.stores.base import Below, VectorStore, check_attributes
+from arecall.vector.stores.base import Predicate, VectorStore, check_attributes
 
 __all__ = ["FaissStore"]
 
@@ -39,6 +39,7 @@ class FaissStore(VectorStore):
     Examples
     --------
     >>> from arecall.vector.generator import generate
+    >>> from arecall.vector.stores.base import Below
     >>> data = generate(300, 16, 2)
     >>> with FaissStore() as store:
     ...     store.build(data.vectors, {"draw": data.draws})
@@ -109,18 +110,19 @@ class FaissStore(VectorStore):
         self.planner = None
 
     def search(
-        self, queries: npt.NDArray[np.float32], k: int, where: Below, *, prefilter: bool
+        self, queries: npt.NDArray[np.float32], k: int, where: Predicate, *, prefilter: bool
     ) -> Hits:
         """Post-filtering (``prefilter=False``) or faiss's filtered search (``True``)."""
         return self.place("pushdown" if prefilter else "post", queries, k, where)[0]
 
     def place(
-        self, placement: str, queries: npt.NDArray[np.float32], k: int, where: Below
+        self, placement: str, queries: npt.NDArray[np.float32], k: int, where: Predicate
     ) -> tuple[Hits, str]:
         """``post``, ``pushdown`` or ``auto`` on the index (`arecall.vector.placement.answer`).
 
         Examples
         --------
+        >>> from arecall.vector.stores.base import Below
         >>> store = FaissStore(kind="exact")
         >>> store.build(np.eye(2, dtype=np.float32), {"draw": np.array([0.9, 0.1])})
         >>> hits, plan = store.place("post", np.array([[1, 0]], np.float32), 1, Below("draw", 0.5))

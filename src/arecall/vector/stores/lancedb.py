@@ -31,7 +31,7 @@ from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_matrix, check_positive_int
 from arecall.vector.config import IndexConfig
 from arecall.vector.index import Hits
-from arecall.vector.stores.base import Below, VectorStore, check_attributes
+from arecall.vector.stores.base import Predicate, VectorStore, check_attributes
 
 __all__ = ["LANCEDB_INDEX_TYPES", "LanceDBStore"]
 
@@ -52,6 +52,7 @@ class LanceDBStore(VectorStore):
     Examples
     --------
     >>> from arecall.vector.generator import generate
+    >>> from arecall.vector.stores.base import Below
     >>> data = generate(300, 16, 2)
     >>> with LanceDBStore() as store:
     ...     store.build(data.vectors, {"draw": data.draws})
@@ -82,6 +83,7 @@ class LanceDBStore(VectorStore):
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._table: Any = None
         self._dims = 0
+        self._dtypes: dict[str, np.dtype[Any]] = {}
 
     @classmethod
     def from_config(cls, index: IndexConfig) -> LanceDBStore:
@@ -128,8 +130,10 @@ class LanceDBStore(VectorStore):
         matrix = check_matrix("vectors", vectors)
         n, dims = matrix.shape
         columns: dict[str, Any] = {"id": pa.array(np.arange(n, dtype=np.int64))}
-        for name, values in check_attributes(attributes, n).items():
-            columns[name] = pa.array(values)
+        checked = check_attributes(attributes, n)
+        for name, values in checked.items():
+            # booleans as 0/1, as `Below.bound` renders them (SQL does not order booleans)
+            columns[name] = pa.array(values.astype(np.int8) if values.dtype == bool else values)
         columns["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(matrix.ravel()), dims)
         self.close()
         self._tmp = tempfile.TemporaryDirectory(prefix="arecall-lancedb-")
@@ -137,9 +141,10 @@ class LanceDBStore(VectorStore):
         self._table = db.create_table("docs", data=pa.table(columns))
         self._table.create_index("vector", config=self._config())
         self._dims = dims
+        self._dtypes = {name: values.dtype for name, values in checked.items()}
 
     def search(
-        self, queries: npt.NDArray[np.float32], k: int, where: Below, *, prefilter: bool
+        self, queries: npt.NDArray[np.float32], k: int, where: Predicate, *, prefilter: bool
     ) -> Hits:
         """One batched LanceDB query: ``search(...).where(where.sql(), prefilter=...)``."""
         if self._table is None:
@@ -149,7 +154,7 @@ class LanceDBStore(VectorStore):
         builder = (
             self._table.search(q.tolist(), vector_column_name="vector")
             .distance_type("dot")
-            .where(where.sql(), prefilter=prefilter)
+            .where(where.sql(self._dtypes.get(where.column)), prefilter=prefilter)
             .limit(k)
         )
         if self.index_type != "IVF_PQ":

@@ -1,0 +1,204 @@
+"""Chroma (embedded ``chromadb``) under test: its filtered HNSW search against post-filtering.
+
+Chroma keeps one HNSW graph (hnswlib) per collection; a query with ``where=`` is answered by
+Chroma's own filtered search — the metadata filter picks the admissible documents and the graph
+search admits only those — which is what ``search(prefilter=True)`` (``pushdown``) asks. Chroma
+has no post-filtering mode of its own, so ``search(prefilter=False)`` (``post``) is what a user
+of Chroma does without ``where``: the unfiltered top-k, then the unauthorized results dropped.
+
+The ``index`` config maps onto the collection's HNSW configuration one key each: ``m`` →
+``max_neighbors`` (``hnsw:M``), ``ef_construction`` → ``ef_construction``
+(``hnsw:construction_ef``), ``ef_search`` → ``ef_search`` (``hnsw:search_ef``); the space is
+``ip`` (Chroma's distance is 1 − dot, converted back to a score).
+
+Embedded and offline: a ``PersistentClient`` on a private temporary directory (removed by
+``close``; a private path rather than ``EphemeralClient``, which is one process-wide instance
+that refuses a second set of settings), ``anonymized_telemetry=False``, no embedding function
+(the vectors are given, so Chroma never loads or downloads a model). No server is started.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from arecall.core.errors import ArecallError
+from arecall.vector._checks import check_k, check_matrix, check_positive_int
+from arecall.vector.config import IndexConfig
+from arecall.vector.index import Hits
+from arecall.vector.stores.base import InSet, Predicate, VectorStore, check_attributes
+
+__all__ = ["ChromaStore"]
+
+#: Documents per ``add`` call (below Chroma's maximum batch size).
+_ADD_BATCH = 5000
+
+
+def _metadata_value(value: Any) -> int | float | str:
+    """A numpy scalar as the plain Python value Chroma stores as metadata.
+
+    Booleans are stored as 0/1 (`Below.bound`): Chroma does not order booleans.
+    """
+    item = value.item() if isinstance(value, np.generic) else value
+    if isinstance(item, bool):
+        return int(item)
+    if isinstance(item, int | float | str):
+        return item
+    raise ArecallError(f"chroma: attribute value {value!r}: must be a number, bool or string")
+
+
+class ChromaStore(VectorStore):
+    """An embedded Chroma collection (HNSW, space ``ip``) on a temporary directory.
+
+    Parameters
+    ----------
+    m, ef_construction, ef_search : int
+        HNSW parameters: Chroma's ``max_neighbors``, ``ef_construction``, ``ef_search``.
+
+    Examples
+    --------
+    >>> from arecall.vector.generator import generate
+    >>> from arecall.vector.stores.base import Below
+    >>> data = generate(300, 16, 2)
+    >>> groups = np.arange(300) % 3
+    >>> with ChromaStore() as store:
+    ...     store.build(data.vectors, {"draw": data.draws, "group": groups})
+    ...     below = store.search(data.queries, 5, Below("draw", 0.5), prefilter=True)
+    ...     inset = store.search(data.queries, 5, InSet("group", [0, 2]), prefilter=True)
+    >>> below.returned().tolist(), bool((groups[inset.ids] != 1).all())
+    ([5, 5], True)
+    """
+
+    name = "chroma"
+
+    def __init__(
+        self,
+        *,
+        m: int = IndexConfig.m,
+        ef_construction: int = IndexConfig.ef_construction,
+        ef_search: int = IndexConfig.ef_search,
+    ) -> None:
+        self.m = check_positive_int("m", m, minimum=2)
+        self.ef_construction = check_positive_int("ef_construction", ef_construction)
+        self.ef_search = check_positive_int("ef_search", ef_search)
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._client: Any = None
+        self._collection: Any = None
+        self._attributes: dict[str, npt.NDArray[Any]] = {}
+        self._dims = 0
+
+    @classmethod
+    def from_config(cls, index: IndexConfig) -> ChromaStore:
+        """``index=hnsw`` with the config's HNSW parameters (Chroma has no exact index).
+
+        Examples
+        --------
+        >>> ChromaStore.from_config(IndexConfig(m=8, ef_search=100)).ef_search
+        100
+        """
+        if index.name != "hnsw":
+            raise ArecallError(
+                f"index.name={index.name!r}: store chroma builds an HNSW index only "
+                "(index=hnsw, or index.store=faiss)"
+            )
+        return cls(m=index.m, ef_construction=index.ef_construction, ef_search=index.ef_search)
+
+    def hnsw_configuration(self) -> dict[str, Any]:
+        """The collection's ``configuration["hnsw"]``: the ``index`` config in Chroma's names.
+
+        Examples
+        --------
+        >>> ChromaStore(m=8).hnsw_configuration()["max_neighbors"]
+        8
+        """
+        return {
+            "space": "ip",
+            "max_neighbors": self.m,
+            "ef_construction": self.ef_construction,
+            "ef_search": self.ef_search,
+        }
+
+    def build(
+        self, vectors: npt.NDArray[np.float32], attributes: Mapping[str, npt.NDArray[Any]]
+    ) -> None:
+        """Create the collection (id = row number, attributes as metadata) and add ``vectors``."""
+        import chromadb
+        from chromadb.config import Settings
+
+        matrix = check_matrix("vectors", vectors)
+        n, dims = matrix.shape
+        checked = check_attributes(attributes, n)
+        self.close()
+        self._tmp = tempfile.TemporaryDirectory(prefix="arecall-chroma-")
+        settings = Settings(anonymized_telemetry=False, allow_reset=False)
+        self._client = chromadb.PersistentClient(path=self._tmp.name, settings=settings)
+        self._collection = self._client.create_collection(
+            "docs",
+            embedding_function=None,
+            configuration={"hnsw": self.hnsw_configuration()},
+        )
+        names = list(checked)
+        for start in range(0, n, _ADD_BATCH):
+            stop = min(start + _ADD_BATCH, n)
+            metadatas = [
+                {name: _metadata_value(checked[name][i]) for name in names}
+                for i in range(start, stop)
+            ]
+            self._collection.add(
+                ids=[str(i) for i in range(start, stop)],
+                embeddings=matrix[start:stop],
+                metadatas=metadatas if names else None,
+            )
+        self._attributes = checked
+        self._dims = dims
+
+    def _query(
+        self, queries: npt.NDArray[np.float32], k: int, where: dict[str, Any] | None
+    ) -> Hits:
+        """One batched Chroma query, as `Hits` (scores are dot products)."""
+        n_results = min(k, int(self._collection.count()))
+        result = self._collection.query(
+            query_embeddings=queries, n_results=n_results, where=where, include=["distances"]
+        )
+        ids = np.full((queries.shape[0], k), -1, dtype=np.int64)
+        scores = np.full((queries.shape[0], k), -np.inf, dtype=np.float32)
+        for i, (got, dist) in enumerate(zip(result["ids"], result["distances"], strict=True)):
+            order = np.argsort(np.asarray(dist, dtype=np.float64), kind="stable")[:k]
+            ids[i, : order.size] = np.asarray(got, dtype=np.int64)[order]
+            # Chroma's "ip" distance is 1 - dot, ascending; convert back to a score.
+            scores[i, : order.size] = 1.0 - np.asarray(dist, dtype=np.float32)[order]
+        return Hits(ids=ids, scores=scores)
+
+    def search(
+        self, queries: npt.NDArray[np.float32], k: int, where: Predicate, *, prefilter: bool
+    ) -> Hits:
+        """Chroma's filtered search (``prefilter=True``) or its unfiltered top-k, post-filtered."""
+        if self._collection is None:
+            raise ArecallError("chroma: search() before build()")
+        q = check_matrix("queries", queries, dims=self._dims)
+        k = check_k(k)
+        mask = where.mask(self._attributes)  # validates the column (and evaluates post)
+        if prefilter:
+            if isinstance(where, InSet) and not where.values:
+                return Hits(
+                    ids=np.full((q.shape[0], k), -1, dtype=np.int64),
+                    scores=np.full((q.shape[0], k), -np.inf, dtype=np.float32),
+                )
+            column = self._attributes[where.column]  # present: mask() checked it
+            return self._query(q, k, where.chroma(column.dtype))
+        hits = self._query(q, k, None)
+        return hits.select(mask[np.maximum(hits.ids, 0)])
+
+    def close(self) -> None:
+        """Close the client and remove its temporary directory."""
+        self._collection = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
