@@ -83,6 +83,9 @@ def test_other_bad_values(idx) -> None:
     )
     fails(r"allowed: expected a boolean mask", idx.exact, np.ones((1, 8)), 1, np.ones(16))
     fails(r"k=11: exceeds n_docs=10", experiment, n_docs=10, dims=4, k=11, ef_search=64)
+    # k > n_docs is named as such, not as an efSearch below k (issue 11).
+    fails(r"k=600: exceeds n_docs=500", experiment, n_docs=500, k=600)
+    fails(r"k=600: exceeds n_docs=500", audit, n_docs=500, k=600)
     fails(r"n_docs=0: must be an integer >= 1", generate, 0)
     fails(r"selectivities=\[\]", experiment, selectivities=[])
     fails(r"m=1: must be an integer >= 2", build_index, np.ones((3, 2)), m=1)
@@ -106,7 +109,7 @@ def test_other_bad_values(idx) -> None:
         np.ones(16, bool),
         planner,
     )
-    fails(r"store='qdrant': must be one of faiss, lancedb", audit, store="qdrant")
+    fails(r"store='qdrant': must be one of .*faiss.*lancedb", audit, store="qdrant")
     fails(r"lancedb index_type='DISKANN'", make_store, "lancedb", index_type="DISKANN")
     fails(r"filter column='draw; drop': must be a plain identifier", Below, "draw; drop", 0.1)
     assert recall_loss([1], [1]) == (1.0, 0)

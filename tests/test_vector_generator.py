@@ -6,11 +6,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+import verity.benchmark as verity_benchmark
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 
 from arecall.vector.generator import VERITY_DEFAULTS, generate, generate_lowrank, l2_normalise
 from arecall.vector.index import build_index
-
-verity_benchmark = pytest.importorskip("verity.benchmark")
 
 SELECTIVITIES = (0.01, 0.03, 0.10, 0.30, 1.0)
 
@@ -110,3 +112,28 @@ def test_lowrank_calibration_queries_share_the_subspace() -> None:
     assert inside.mean() > 0.9  # nearly all energy in the documents' subspace
     iso = generate(2000, 32, 5).calibration_queries(50)
     assert (np.linalg.norm(iso @ basis.T, axis=1) ** 2).mean() < 0.5
+
+
+def test_normalised_vectors_match_veritys_bit_for_bit() -> None:
+    from verity.filtered import _normalise
+
+    for n, d, seed in ((2000, 128, 42), (500, 7, 1), (300, 768, 3)):
+        raw = generate(n, d, 4, seed, normalise=False)
+        unit = generate(n, d, 4, seed)
+        theirs = np.stack([_normalise(row) for row in raw.vectors])
+        np.testing.assert_array_equal(unit.vectors, theirs)
+        np.testing.assert_array_equal(unit.queries, np.stack([_normalise(q) for q in raw.queries]))
+
+
+@given(
+    arrays(
+        np.float32,
+        st.tuples(st.integers(1, 20), st.integers(1, 40)),
+        elements=st.floats(-1e3, 1e3, width=32),
+    )
+)
+def test_l2_normalise_is_veritys_normalise(matrix: np.ndarray) -> None:
+    from verity.filtered import _normalise
+
+    theirs = np.stack([_normalise(row) for row in matrix])
+    np.testing.assert_array_equal(l2_normalise(matrix), theirs)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import verity
 from hypothesis import given
 from hypothesis import strategies as st
 
 from arecall.vector.index import Hits
 from arecall.vector.oracle import authorized_recall, recall_loss, score_hits, unusable_at_k
-
-verity = __import__("pytest").importorskip("verity")
 
 ids = st.lists(st.integers(0, 30), max_size=12, unique=True)
 
@@ -53,3 +52,23 @@ def test_score_hits_short_is_against_oracle_length() -> None:
     assert score.recall == (2 / 3 + 1.0) / 2
     assert score.short == 0.5  # the second query had only one authorized answer
     assert score.arecall == score.recall
+
+
+def test_recall_loss_strips_faiss_padding() -> None:
+    # A faiss -1 slot is padding, not a result: three real ids of four expected is short by 1.
+    assert recall_loss([1, 2, 3, -1], [1, 2, 3, 4]) == (0.75, 1)
+    assert recall_loss([-1, -1], [1, 2]) == (0.0, 2)
+    assert recall_loss([np.int64(5), np.int64(-1)], [5, 6]) == (0.5, 1)
+
+
+def test_recall_loss_counts_a_duplicate_once() -> None:
+    assert recall_loss([1, 1, 1, 1], [1, 2, 3, 4]) == (0.25, 3)
+    assert recall_loss(["a", "a"], ["a", "b"]) == (0.5, 1)
+
+
+@given(ids, ids, st.integers(0, 4), st.integers(0, 4))
+def test_padding_and_duplicates_never_hide_a_shortfall(
+    approx: list[int], exact: list[int], pads: int, dups: int
+) -> None:
+    noisy = approx + [-1] * pads + approx[:dups]
+    assert recall_loss(noisy, exact) == recall_loss(approx, exact)

@@ -12,7 +12,8 @@ Authorized-Recall columns.
 Modules: ``config`` (the typed ``index`` and ``corpus=vectors`` configs, every default once),
 ``generator`` (verity's corpus), ``index`` (faiss exact/HNSW), ``placement`` (the four
 placements and the planner), ``oracle`` (``recall_loss`` and the metrics), ``measurement`` (the
-table, Markdown, plot, store audit), ``stores`` (one file per store — faiss, LanceDB — and the
+table, Markdown, plot, store audit), ``adversarial`` (corpora whose filter follows the data),
+``partitions`` (one graph per group), ``stores`` (one file per store — faiss, LanceDB — and the
 ``STORES`` registry), ``bench`` (the 1M benchmark).
 """
 
@@ -29,13 +30,17 @@ logging.getLogger("faiss").setLevel(logging.WARNING)
 # Public names and the submodule defining each, imported on first use: importing
 # `arecall.vector.config` (every config check does) must not load faiss, LanceDB or matplotlib.
 _LAZY = {
+    "ADVERSARIAL_CORPORA": "arecall.vector.adversarial",
+    "AdversarialCorpus": "arecall.vector.adversarial",
     "AutoPlanner": "arecall.vector.placement",
     "Below": "arecall.vector.stores",
     "BenchData": "arecall.vector.generator",
+    "Cells": "arecall.vector.placement",
     "DEFAULT_GRAPH_COST": "arecall.vector.placement",
     "Hits": "arecall.vector.index",
     "IndexConfig": "arecall.vector.config",
     "PLACEMENTS": "arecall.vector.placement",
+    "PartitionedIndex": "arecall.vector.partitions",
     "PlacementScore": "arecall.vector.oracle",
     "Plan": "arecall.vector.placement",
     "STORES": "arecall.vector.stores",
@@ -44,16 +49,19 @@ _LAZY = {
     "VectorIndex": "arecall.vector.index",
     "VectorStore": "arecall.vector.stores",
     "VectorsCorpusConfig": "arecall.vector.config",
+    "adversarial_corpus": "arecall.vector.adversarial",
     "audit": "arecall.vector.measurement",
     "auto": "arecall.vector.placement",
     "build_index": "arecall.vector.index",
     "calibrate_auto": "arecall.vector.placement",
+    "coarse_cells": "arecall.vector.placement",
     "deterministic_columns": "arecall.vector.measurement",
     "experiment": "arecall.vector.measurement",
     "generate": "arecall.vector.generator",
     "generate_lowrank": "arecall.vector.generator",
     "l2_normalise": "arecall.vector.generator",
     "make_store": "arecall.vector.stores",
+    "measure_graph_cost": "arecall.vector.placement",
     "measure_placements": "arecall.vector.measurement",
     "measure_store": "arecall.vector.measurement",
     "place": "arecall.vector.placement",
@@ -68,6 +76,11 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
+    from arecall.vector.adversarial import (
+        ADVERSARIAL_CORPORA,
+        AdversarialCorpus,
+        adversarial_corpus,
+    )
     from arecall.vector.config import IndexConfig, VectorsCorpusConfig
     from arecall.vector.generator import BenchData, generate, generate_lowrank, l2_normalise
     from arecall.vector.index import Hits, VectorIndex, build_index, set_threads
@@ -83,13 +96,17 @@ if TYPE_CHECKING:
         render_markdown,
     )
     from arecall.vector.oracle import PlacementScore, recall_loss, score_hits
+    from arecall.vector.partitions import PartitionedIndex
     from arecall.vector.placement import (
         DEFAULT_GRAPH_COST,
         PLACEMENTS,
         AutoPlanner,
+        Cells,
         Plan,
         auto,
         calibrate_auto,
+        coarse_cells,
+        measure_graph_cost,
         place,
         post,
         pre,
@@ -99,31 +116,38 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "ADVERSARIAL_CORPORA",
     "DEFAULT_GRAPH_COST",
     "PLACEMENTS",
     "STORES",
     "TABLE_COLUMNS",
     "TIMING_COLUMNS",
+    "AdversarialCorpus",
     "AutoPlanner",
     "Below",
     "BenchData",
+    "Cells",
     "Hits",
     "IndexConfig",
+    "PartitionedIndex",
     "PlacementScore",
     "Plan",
     "VectorIndex",
     "VectorStore",
     "VectorsCorpusConfig",
+    "adversarial_corpus",
     "audit",
     "auto",
     "build_index",
     "calibrate_auto",
+    "coarse_cells",
     "deterministic_columns",
     "experiment",
     "generate",
     "generate_lowrank",
     "l2_normalise",
     "make_store",
+    "measure_graph_cost",
     "measure_placements",
     "measure_store",
     "place",

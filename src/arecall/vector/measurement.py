@@ -301,6 +301,8 @@ def experiment(
     k = check_k(k)
     sels = check_selectivities(selectivities)
     modes = check_placements(placements)
+    if data is None and k > check_positive_int("n_docs", n_docs):
+        raise ArecallError(f"k={k}: exceeds n_docs={n_docs}")
     if index == "hnsw" and check_positive_int("ef_search", ef_search) < k:
         raise ArecallError(f"ef_search={ef_search}: must be at least k={k}")
     set_threads(threads)

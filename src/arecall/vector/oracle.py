@@ -49,7 +49,11 @@ def recall_loss(approx: Sequence[Hashable], exact: Sequence[Hashable]) -> tuple[
     """Overlap recall and shortfall of an approximate result list against the exact one.
 
     verity's semantics: ``(|ids(approx) ∩ ids(exact)| / |ids(exact)|,
-    max(0, len(exact) − len(approx)))``, and ``(1.0, 0)`` when ``exact`` is empty.
+    max(0, len(exact) − len(approx)))``, and ``(1.0, 0)`` when ``exact`` is empty — counted
+    over *real, distinct* results. Both lists are stripped first: a negative integer id is
+    faiss's padding slot (``-1``: "no result here"), not a result, and a repeated id is one
+    result, not two (its later copies are dropped). Counting either as returned would hide a
+    shortfall, which is the failure this function exists to expose.
 
     Parameters
     ----------
@@ -66,9 +70,22 @@ def recall_loss(approx: Sequence[Hashable], exact: Sequence[Hashable]) -> tuple[
     (0.5, 1)
     >>> recall_loss([], [])
     (1.0, 0)
+    >>> recall_loss([1, 1, -1], [1, 2, 3])  # a duplicate and a padding slot: one result
+    (0.3333333333333333, 2)
     """
-    recall = recall_at_k(list(approx), exact, max(len(approx), 1))  # type: ignore[arg-type]
-    return (recall, max(0, len(exact) - len(approx)))
+    got, want = _real_ids(approx), _real_ids(exact)
+    recall = recall_at_k(got, want, max(len(got), 1))  # type: ignore[arg-type]
+    return (recall, max(0, len(want) - len(got)))
+
+
+def _real_ids(ids: Sequence[Hashable]) -> list[Hashable]:
+    """``ids`` without padding (negative integers) and without repeats, order kept."""
+    out = []
+    for i in ids:
+        if isinstance(i, int | np.integer) and not isinstance(i, bool) and i < 0:
+            continue
+        out.append(i.item() if isinstance(i, np.generic) else i)
+    return list(dict.fromkeys(out))
 
 
 def authorized_recall(

@@ -8,7 +8,8 @@
   starves it: on verity's corpus at M=16, efSearch=64 and 1% it returns 9.54/10, recall 0.658.
 * ``pre`` scans the authorized subset exhaustively. Always right — it *is* the oracle — and
   as slow as a scan of that subset.
-* ``auto`` chooses per principal between the two correct-or-tunable plans.
+* ``auto`` chooses per principal — and, with a calibrated planner, per query, from evidence —
+  between a certified graph search and the scan.
 
 The ``auto`` rule
 -----------------
@@ -33,9 +34,46 @@ pay and ``auto`` always scans; that is the honest answer on isotropic Gaussian d
 million vectors, where HNSW reaches only recall 0.64 at efSearch 4,096 (94,000 distances per
 query, already the cost of a scan).
 
-Last, a safety net: any query for which the chosen pushdown returned fewer than
-``min(k, n·s)`` results is re-answered by the exact scan. So ``auto`` returns k whenever k
-items are authorized, always — the property tests check exactly that.
+That rule (``AutoPlanner.plan``) assumes the filter is independent of the vectors. It is the
+prior, and the whole plan when a scan is cheaper even than an unfiltered-quality graph search
+(``graph_cost × ndis(ef_base) ≥ n·s``) or when the graph never pays (``ef_base`` is None).
+
+Evidence, not size (issue 11)
+-----------------------------
+Authorization usually follows the data (a team's documents cluster by topic), and then the
+size rule is wrong in both directions: a query far from every authorized document needs a far
+larger efSearch than ``ef_base / s`` (measured: recall 0.06 at s = 30% with 200 clusters and
+queries from never-authorized ones), a query inside an authorized cluster a smaller one. So
+``auto`` plans each query from evidence about *that query and that filter*:
+
+1. **Local selectivity.** ``calibrate_auto`` also fits coarse k-means cells (``Cells``, about
+   2·√n); for a principal the authorized share of each cell is one ``bincount``, and a
+   query's local selectivity ℓ is the authorized share of its 4 nearest cells — a few hundred
+   scan-priced distances. Its first efSearch is ``ef_base / ℓ`` on a √2 ladder; a query with
+   ℓ = 0, or whose graph search would cost more than scanning the principal's documents, is
+   scanned.
+2. **A certificate from the search itself.** faiss's filtered HNSW walk visits exactly the
+   nodes the unfiltered walk visits (the selector only gates what is collected), so the
+   unfiltered top-ef list at efSearch ef, filtered, *is* pushdown(ef)'s answer whenever it
+   holds k authorized documents — and it also says where they sit: if the k-th authorized
+   document has rank r, the walk had ``ef·k/r`` candidates per wanted result, the same
+   budget an unfiltered search at efSearch ``ef·k/r`` has. The calibrated unfiltered recall
+   at that effective efSearch is the query's certified recall; a query with fewer than k
+   authorized in its list is uncertified (recall 0).
+3. **Escalate once, then scan.** If the mean certified recall over the batch is below
+   ``target_recall + margin/2``, the fewest lowest-certified queries are searched once more
+   at the efSearch their evidence asks for (at least twice the first), if that is still
+   cheaper than a scan; whatever still falls short is answered by the exact scan. Scanned
+   queries count as recall 1, so the batch's certified mean meets the goal by construction,
+   and k is returned whenever k documents are authorized.
+
+The ``Plan`` carries the evidence — the efSearch range, how many queries were scanned or
+escalated, the mean local selectivity, the certified recall and the estimated cost against a
+scan — and its string is the ``plan`` column of the experiment's rows, e.g.
+``pushdown ef=91..258 x64, scan x136 (local s=0.32; certified recall 0.995; cost 0.85x scan)``.
+What the certificate rests on is the calibration: held-out queries from the documents'
+distribution, recall measured against the exact scan. ``benchmarks/bench_adversarial.py``
+measures the result on corpora built to break the size rule (`arecall.vector.adversarial`).
 
 Everything in a plan is deterministic (counts, not timings), so the table is reproducible.
 """
@@ -44,7 +82,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import faiss
@@ -60,11 +98,14 @@ __all__ = [
     "DEFAULT_GRAPH_COST",
     "PLACEMENTS",
     "AutoPlanner",
+    "Cells",
     "Plan",
     "answer",
     "auto",
     "calibrate_auto",
     "check_placements",
+    "coarse_cells",
+    "measure_graph_cost",
     "place",
     "post",
     "pre",
@@ -125,7 +166,13 @@ def pre(index: VectorIndex, queries: Any, k: int, allowed: Any) -> Hits:
 
 @dataclass(frozen=True)
 class Plan:
-    """What ``auto`` decided for one principal, and the cost estimates it compared."""
+    """What ``auto`` decided for one principal's batch, and the evidence it decided on.
+
+    ``method`` is ``exact`` when every query was scanned and ``pushdown`` when any query was
+    answered from the graph; ``ef_search`` is then the largest efSearch searched. The evidence
+    fields are filled by the per-query planner (``auto`` with a calibrated planner) and stay at
+    their defaults for a plan decided from the filter's size alone (:meth:`AutoPlanner.plan`).
+    """
 
     method: Literal["exact", "pushdown"]
     ef_search: int | None
@@ -133,13 +180,145 @@ class Plan:
     cost_exact: float
     cost_pushdown: float | None
     n_fallback: int = 0
-    """Queries whose pushdown came back short and were re-answered by the scan."""
+    """Queries answered by the exact scan although the plan is ``pushdown``."""
+    n_queries: int = 0
+    ef_min: int | None = None
+    """Smallest efSearch a query was answered from (``ef_search`` is the largest)."""
+    n_escalated: int = 0
+    """Queries searched a second time at a larger efSearch (evidence said the first fell short)."""
+    local_selectivity: float | None = None
+    """Mean over queries of the authorized share of the query's nearest coarse cells."""
+    predicted_recall: float | None = None
+    """Mean recall the calibration predicts from each answered query's rank evidence (1 for
+    scanned queries): the certificate ``auto`` checks against ``target_recall``."""
+    cost_auto: float | None = None
+    """Estimated distances per query of everything ``auto`` ran, probes and fallbacks included."""
 
     def __str__(self) -> str:
         if self.method == "exact":
-            return "scan"
-        extra = f" (+{self.n_fallback} scanned)" if self.n_fallback else ""
-        return f"pushdown ef={self.ef_search}{extra}"
+            if self.local_selectivity is None:
+                return "scan"
+            return f"scan (local s={self.local_selectivity:.2f}: no graph plan cheaper)"
+        if self.local_selectivity is None and self.predicted_recall is None:
+            extra = f" (+{self.n_fallback} scanned)" if self.n_fallback else ""
+            return f"pushdown ef={self.ef_search}{extra}"
+        graph = self.n_queries - self.n_fallback
+        efs = (
+            f"ef={self.ef_search}"
+            if self.ef_min == self.ef_search
+            else f"ef={self.ef_min}..{self.ef_search}"
+        )
+        parts = [f"pushdown {efs} x{graph}"]
+        if self.n_fallback:
+            parts.append(f"scan x{self.n_fallback}")
+        evidence = []
+        if self.local_selectivity is not None:
+            evidence.append(f"local s={self.local_selectivity:.2f}")
+        if self.n_escalated:
+            evidence.append(f"{self.n_escalated} escalated")
+        if self.predicted_recall is not None:
+            evidence.append(f"certified recall {self.predicted_recall:.3f}")
+        if self.cost_auto is not None:
+            evidence.append(f"cost {self.cost_auto / max(self.cost_exact, 1.0):.2f}x scan")
+        return ", ".join(parts) + " (" + "; ".join(evidence) + ")"
+
+
+@dataclass(frozen=True)
+class Cells:
+    """A coarse k-means partition of the corpus: the planner's cheap local-selectivity probe.
+
+    For a principal, the share of authorized documents in each cell is one ``bincount``; for a
+    query, the authorized share of its ``probe`` nearest cells estimates how many authorized
+    documents its graph neighbourhood holds — the evidence a size-only rule lacks when the
+    filter follows the data.
+    """
+
+    centroids: npt.NDArray[np.float32]
+    assignment: npt.NDArray[np.int64]
+    sizes: npt.NDArray[np.int64]
+    probe: int = 4
+
+    @property
+    def n_cells(self) -> int:
+        """Number of cells."""
+        return int(self.centroids.shape[0])
+
+    def local_selectivity(
+        self, queries: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_]
+    ) -> npt.NDArray[np.float64]:
+        """Per query, the authorized share of its ``probe`` nearest cells.
+
+        Examples
+        --------
+        >>> cells = Cells(np.eye(2, dtype=np.float32), np.array([0, 0, 1, 1]), np.array([2, 2]), 1)
+        >>> cells.local_selectivity(np.array([[1, 0], [0, 1]], np.float32),
+        ...                         np.array([True, False, False, False])).tolist()
+        [0.5, 0.0]
+        """
+        authorized = np.bincount(self.assignment[mask], minlength=self.n_cells)
+        nearest = _nearest_cells(queries, self.centroids, min(self.probe, self.n_cells))
+        return np.asarray(
+            authorized[nearest].sum(axis=1) / np.maximum(self.sizes[nearest].sum(axis=1), 1),
+            dtype=np.float64,
+        )
+
+
+def _nearest_cells(
+    x: npt.NDArray[np.float32], centroids: npt.NDArray[np.float32], p: int
+) -> npt.NDArray[np.int64]:
+    """The ``p`` nearest centroids (L2) of each row, nearest first (ties: lower id)."""
+    half_norm = 0.5 * np.einsum("ij,ij->i", centroids, centroids)
+    out = np.empty((x.shape[0], p), dtype=np.int64)
+    for start in range(0, x.shape[0], 16384):
+        score = x[start : start + 16384] @ centroids.T - half_norm
+        if p == 1:
+            out[start : start + score.shape[0]] = np.argmax(score, axis=1)[:, None]
+            continue
+        part = np.argpartition(score, score.shape[1] - p, axis=1)[:, -p:]
+        top = np.take_along_axis(score, part, axis=1)
+        order = np.lexsort((part, -top), axis=1)
+        out[start : start + score.shape[0]] = np.take_along_axis(part, order, axis=1)
+    return out
+
+
+def coarse_cells(
+    vectors: npt.NDArray[np.float32],
+    n_cells: int | None = None,
+    *,
+    probe: int = 4,
+    iterations: int = 8,
+    seed: int = 0,
+) -> Cells:
+    """k-means cells of ``vectors`` (numpy, seeded, so equal inputs give equal cells).
+
+    ``n_cells`` defaults to ``2·sqrt(n)`` clipped to [1, 1024] — finer than the topic structure
+    of most corpora, so a cell rarely straddles two groups the filter treats differently;
+    centroids are fitted on a sample of at most 40 points per cell, then every document is
+    assigned.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> cells = coarse_cells(rng.normal(size=(400, 4)).astype(np.float32), 8)
+    >>> cells.n_cells, int(cells.sizes.sum())
+    (8, 400)
+    """
+    n = vectors.shape[0]
+    c = int(min(1024, max(1, round(2 * math.sqrt(n))))) if n_cells is None else n_cells
+    c = check_positive_int("n_cells", min(c, n))
+    rng = np.random.default_rng([seed, 31])
+    sample = vectors[np.sort(rng.choice(n, size=min(n, 40 * c), replace=False))]
+    centroids = sample[np.sort(rng.choice(sample.shape[0], size=c, replace=False))].copy()
+    for _ in range(iterations):
+        labels = _nearest_cells(sample, centroids, 1)[:, 0]
+        counts = np.bincount(labels, minlength=c)
+        sums = np.zeros_like(centroids, dtype=np.float64)
+        np.add.at(sums, labels, sample)
+        filled = counts > 0
+        centroids[filled] = (sums[filled] / counts[filled, None]).astype(np.float32)
+    assignment = _nearest_cells(vectors, centroids, 1)[:, 0]
+    sizes = np.bincount(assignment, minlength=c).astype(np.int64)
+    return Cells(np.ascontiguousarray(centroids), assignment, sizes, probe)
 
 
 @dataclass(frozen=True)
@@ -168,6 +347,90 @@ class AutoPlanner:
     recall: tuple[tuple[int, float], ...] = field(default=())
     graph_cost: float = DEFAULT_GRAPH_COST
     target_recall: float = 0.95
+    margin: float = 0.02
+    cells: Cells | None = field(default=None, repr=False, compare=False)
+    """Coarse cells for the local-selectivity probe (``None``: assume the global selectivity)."""
+    filtered: tuple[tuple[float, int, float], ...] = field(default=())
+    """Measured (share, efSearch, recall@k) of pushdown under *uniform* filters of that share
+    (1/2, 1/4, …) on the calibration queries: what a search at efSearch delivers when a given
+    share of its neighbourhood is authorized."""
+
+    def filtered_recall(self, ef: npt.ArrayLike, share: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """Calibrated pushdown recall at efSearch ``ef`` where ``share`` of the neighbourhood is
+        authorized: the measurement at the largest calibrated share not above ``share`` (the
+        conservative side), log-interpolated in efSearch; 0 below the smallest share measured.
+
+        Examples
+        --------
+        >>> p = AutoPlanner(n_docs=1000, k=10, ef_base=16, recall=((10, 0.9), (16, 0.97)),
+        ...                 filtered=((0.5, 16, 0.9), (0.5, 32, 0.98)))
+        >>> p.filtered_recall([16, 32, 16], [1.0, 0.6, 0.1]).tolist()
+        [0.97, 0.98, 0.0]
+        """
+        efs = np.asarray(ef, dtype=np.float64)
+        shares = np.broadcast_to(np.asarray(share, dtype=np.float64), efs.shape)
+        out = np.where(shares >= 1.0, self.predicted_recall(efs), 0.0)
+        for grid in sorted({g for g, _, _ in self.filtered}, reverse=True):
+            points = [(e, r) for g, e, r in self.filtered if g == grid]
+            curve = np.interp(
+                np.log(np.maximum(efs, 1.0)),
+                np.log([e for e, _ in points]),
+                [r for _, r in points],
+            )
+            take = (shares >= grid) & (shares < 1.0) & (out == 0.0)
+            out = np.where(take, curve, out)
+        return np.asarray(out, dtype=np.float64)
+
+    def ef_needed(self, share: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """Smallest calibrated efSearch reaching ``target_recall + margin`` at ``share``.
+
+        The calibrated share at or below ``share`` (conservative); ``ef_base / share`` where the
+        calibration never reached the target or measured no share that low.
+
+        Examples
+        --------
+        >>> p = AutoPlanner(n_docs=1000, k=10, ef_base=16, filtered=((0.5, 32, 0.98),))
+        >>> p.ef_needed([1.0, 0.7, 0.1]).tolist()
+        [16.0, 32.0, 160.0]
+        """
+        shares = np.maximum(np.asarray(share, dtype=np.float64), 1e-12)
+        base = float(self.ef_base or self.k)
+        out = base / shares
+        wanted = min(1.0, self.target_recall + self.margin)
+        for grid in sorted({g for g, _, _ in self.filtered}, reverse=True):
+            good = [e for g, e, r in self.filtered if g == grid and r >= wanted]
+            if good:
+                take = (shares >= grid) & (shares < 1.0) & (out == base / shares)
+                out = np.where(take, float(min(good)), out)
+        return np.where(shares >= 1.0, base, out)
+
+    def predicted_recall(self, ef: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """Calibrated unfiltered recall@k at (effective) efSearch ``ef``, log-interpolated.
+
+        Examples
+        --------
+        >>> p = AutoPlanner(n_docs=1000, k=10, ef_base=32, recall=((10, 0.8), (40, 1.0)))
+        >>> p.predicted_recall(np.array([10.0, 20.0, 80.0])).tolist()
+        [0.8, 0.9, 1.0]
+        """
+        if not self.recall:
+            return np.ones_like(ef, dtype=np.float64)
+        efs = np.log([e for e, _ in self.recall])
+        values = np.array([r for _, r in self.recall])
+        return np.asarray(np.interp(np.log(np.maximum(ef, 1.0)), efs, values), dtype=np.float64)
+
+    def ef_at_least(self, ef: float) -> int:
+        """The smallest efSearch on the planner's ladder (``ef_base·√2^j``) that is ≥ ``ef``.
+
+        Examples
+        --------
+        >>> p = AutoPlanner(n_docs=10**6, k=10, ef_base=64)
+        >>> p.ef_at_least(64), p.ef_at_least(65), p.ef_at_least(100)
+        (64, 91, 128)
+        """
+        base = self.ef_base or self.k
+        j = max(0, math.ceil(2 * math.log2(max(ef, 1.0) / base) - 1e-9))
+        return int(min(self.n_docs, max(self.k, math.ceil(base * 2 ** (j / 2) - 1e-9))))
 
     def ef_for(self, n_allowed: int) -> int:
         """efSearch for a principal with ``n_allowed`` documents: ``ceil(ef_base / s)``.
@@ -182,6 +445,26 @@ class AutoPlanner:
         s = max(n_allowed, 1) / self.n_docs
         return int(min(self.n_docs, max(self.k, math.ceil(self.ef_base / s))))
 
+    def distances_many(self, efs: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """:meth:`distances` for an array of efSearch values (vectorised, same numbers)."""
+        efs = np.asarray(efs, dtype=np.float64)
+        if not self.ndis:
+            return np.full(efs.shape, float(self.n_docs))
+        ladder = np.log([e for e, _ in self.ndis])
+        costs = np.log([c for _, c in self.ndis])
+        last_ef, last_cost = self.ndis[-1]
+        inside = np.exp(np.interp(np.log(np.maximum(efs, 1.0)), ladder, costs))
+        estimate = np.where(efs >= last_ef, last_cost * efs / last_ef, inside)
+        return np.minimum(estimate, float(self.n_docs))
+
+    def ef_at_least_many(self, efs: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """:meth:`ef_at_least` for an array (vectorised, same numbers)."""
+        base = self.ef_base or self.k
+        ratio = np.maximum(np.asarray(efs, dtype=np.float64), 1.0) / base
+        j = np.maximum(0, np.ceil(2 * np.log2(ratio) - 1e-9))
+        out = np.ceil(base * 2 ** (j / 2) - 1e-9)
+        return np.clip(out, self.k, self.n_docs).astype(np.int64)
+
     def distances(self, ef: int) -> float:
         """Estimated distance computations per query at ``ef`` (log-log interpolation, ≤ n).
 
@@ -191,15 +474,7 @@ class AutoPlanner:
         >>> round(p.distances(128)), round(p.distances(512))
         (2000, 8000)
         """
-        if not self.ndis:
-            return float(self.n_docs)
-        efs = np.log([e for e, _ in self.ndis])
-        costs = np.log([c for _, c in self.ndis])
-        if ef >= self.ndis[-1][0]:  # beyond the ladder: linear in ef (conservative)
-            estimate = self.ndis[-1][1] * ef / self.ndis[-1][0]
-        else:
-            estimate = float(np.exp(np.interp(math.log(ef), efs, costs)))
-        return float(min(estimate, self.n_docs))
+        return float(self.distances_many(np.array([float(ef)]))[0])
 
     def plan(self, n_allowed: int) -> Plan:
         """Choose exact-over-subset or pushdown for a principal with ``n_allowed`` documents.
@@ -309,7 +584,12 @@ def calibrate_auto(
         raise ArecallError(f"graph_cost={graph_cost!r}: must be positive")
     if index.kind == "exact":
         return AutoPlanner(
-            index.n_docs, k, None, graph_cost=graph_cost, target_recall=target_recall
+            index.n_docs,
+            k,
+            None,
+            graph_cost=graph_cost,
+            target_recall=target_recall,
+            margin=margin,
         )
 
     if queries is None:
@@ -338,6 +618,26 @@ def calibrate_auto(
             break
         # Past ef_base the ladder continues for the cost curve only: filtered searches run at
         # ef_base / s, and measured distance counts grow sublinearly in ef.
+    # The local-selectivity probe and the filtered grid are only worth measuring when
+    # pushdown can pay at all.
+    cells = coarse_cells(index.vectors, seed=seed) if ef_base is not None else None
+    filtered: list[tuple[float, int, float]] = []
+    if ef_base is not None:
+        draws = np.random.default_rng([seed, 41]).random(index.n_docs)
+        planner_so_far = AutoPlanner(index.n_docs, k, ef_base, tuple(ndis), graph_cost=graph_cost)
+        share = 0.5
+        while share * index.n_docs >= 4 * k:
+            mask = draws < share
+            n_allowed = int(mask.sum())
+            if graph_cost * planner_so_far.distances(ef_base) >= n_allowed:
+                break  # below this share the scan is always cheaper: nothing to plan
+            exact = index.exact(q, k, mask)
+            for ef in _ladder(k, index.n_docs):
+                r = _overlap(index.search_filtered(q, k, mask, ef_search=ef), exact)
+                filtered.append((share, ef, r))
+                if r >= wanted or graph_cost * planner_so_far.distances(ef) >= n_allowed:
+                    break
+            share /= 2
     return AutoPlanner(
         n_docs=index.n_docs,
         k=k,
@@ -346,16 +646,56 @@ def calibrate_auto(
         recall=tuple(recall),
         graph_cost=float(graph_cost),
         target_recall=float(target_recall),
+        margin=float(margin),
+        cells=cells,
+        filtered=tuple(filtered),
     )
 
 
+def measure_graph_cost(
+    index: VectorIndex, queries: Any, k: int, *, ef_search: int | None = None, repeats: int = 3
+) -> float:
+    """Time one graph distance against one scan distance on this machine (``graph_cost``).
+
+    ``DEFAULT_GRAPH_COST`` (16) was measured at a million vectors and 1,000-query batches; the
+    ratio depends on the machine, the corpus size and the batch (a small batch makes the BLAS
+    scan less efficient). Pass the result to :func:`calibrate_auto` to plan for this machine.
+    Wall-clock, so not reproducible: the experiment keeps the fixed default.
+
+    Examples
+    --------
+    >>> from arecall.vector.index import build_index
+    >>> x = np.random.default_rng(0).normal(size=(2000, 16)).astype(np.float32)
+    >>> measure_graph_cost(build_index(x), x[:50], 10) > 0
+    True
+    """
+    from arecall.vector._timing import clock
+
+    q = index.check_queries(queries)
+    k = check_k(k)
+    if index.kind == "exact":
+        return DEFAULT_GRAPH_COST
+    ef = index.ef_search if ef_search is None else ef_search
+    index.exact(q[:4], k)  # warm-up
+    _, t_scan = clock(index.exact, q, k, repeats=repeats)
+    stats = _faiss.cvar.hnsw_stats
+    stats.reset()
+    index.search(q, k, ef_search=ef)
+    ndis = max(1.0, float(stats.ndis))
+    _, t_graph = clock(index.search, q, k, ef_search=ef, repeats=repeats)
+    per_scan = t_scan / (q.shape[0] * index.n_docs)
+    return float(max(1e-3, (t_graph / ndis) / max(per_scan, 1e-15)))
+
+
 def _ladder(k: int, n: int) -> list[int]:
+    """k, then 16·√2^j (16, 23, 32, 45, 64, …) up to n: fine enough that ``ef_base`` is never
+    more than √2 above the efSearch that just reaches the target."""
     efs = [k]
-    ef = 16
-    while ef < n:
+    j = 0
+    while (ef := math.ceil(16 * 2 ** (j / 2) - 1e-9)) < n:
         if ef > k:
             efs.append(ef)
-        ef *= 2
+        j += 1
     if efs[-1] < n:
         efs.append(n)
     return efs
@@ -364,7 +704,12 @@ def _ladder(k: int, n: int) -> list[int]:
 def auto(
     index: VectorIndex, queries: Any, k: int, allowed: Any, planner: AutoPlanner
 ) -> tuple[Hits, Plan]:
-    """Answer with the plan ``planner`` picks for this principal; exact-fill any shortfall.
+    """Answer each query by a certified graph search or the exact scan, whichever is cheaper.
+
+    The per-query planner (module docstring, "Evidence, not size"): estimate each query's
+    local selectivity, search the graph at the efSearch it implies when that is cheaper than a
+    scan, certify each answer from the rank evidence the search itself returns, search again
+    (once) at a larger efSearch or scan what the evidence cannot certify.
 
     Returns
     -------
@@ -387,15 +732,133 @@ def auto(
             f"used with n_docs={index.n_docs}, k={k}"
         )
     q = index.check_queries(queries)
-    plan = planner.plan(int(mask.sum()))
-    if plan.method == "exact":
-        return index.exact(q, k, mask), plan
-    hits = index.search_filtered(q, k, mask, ef_search=plan.ef_search)
-    short = np.flatnonzero(hits.returned() < min(k, plan.n_allowed))
-    if short.size:
-        hits = hits.replace_rows(short, index.exact(q[short], k, mask))
-        plan = replace(plan, n_fallback=int(short.size))
-    return hits, plan
+    n_allowed = int(mask.sum())
+    if (
+        planner.ef_base is None
+        or n_allowed <= k
+        or index.kind == "exact"
+        # even an unfiltered-quality graph search costs more than a scan:
+        or planner.graph_cost * planner.distances(planner.ef_base) >= n_allowed
+    ):
+        return index.exact(q, k, mask), planner.plan(n_allowed)
+    return _certified(index, q, k, mask, planner)
+
+
+def _certified(
+    index: VectorIndex,
+    q: npt.NDArray[np.float32],
+    k: int,
+    mask: npt.NDArray[np.bool_],
+    planner: AutoPlanner,
+) -> tuple[Hits, Plan]:
+    """The evidence-based plan of :func:`auto` (its preconditions checked by the caller)."""
+    n_q, n_allowed = q.shape[0], int(mask.sum())
+    assert planner.ef_base is not None
+    scan_cost = float(n_allowed)
+    if planner.cells is not None:
+        local = planner.cells.local_selectivity(q, mask)
+        spent = np.full(n_q, float(planner.cells.n_cells))
+    else:
+        local = np.full(n_q, n_allowed / index.n_docs)
+        spent = np.zeros(n_q)
+
+    def graph_cost(ef: int) -> float:
+        return planner.graph_cost * planner.distances(ef)
+
+    # First efSearch per query: what the uniform calibration needs at the local selectivity,
+    # and enough for its top-ef list to hold k authorized (k + 2√k expected), on the √2
+    # ladder; 0 = scan.
+    enough = (k + 2 * math.sqrt(k)) / np.maximum(local, 1e-12)
+    first = planner.ef_at_least_many(np.maximum(planner.ef_needed(local), enough))
+    cheaper = planner.graph_cost * planner.distances_many(first) < scan_cost
+    first = np.where((local > 0) & cheaper, first, 0)
+    ids = np.full((n_q, k), -1, dtype=np.int64)
+    scores = np.full((n_q, k), -np.inf, dtype=np.float32)
+    predicted = np.ones(n_q)  # scanned queries are exact
+    used = np.zeros(n_q, dtype=np.int64)  # efSearch each answered query came from; 0 = scan
+    escalated = 0
+
+    def search(rows: npt.NDArray[np.int64], efs: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Search ``rows`` at ``efs``; record certified answers; return each row's rank-k."""
+        need = np.zeros(rows.shape[0], dtype=np.int64)
+        for ef in np.unique(efs):
+            at = np.flatnonzero(efs == ef)
+            sub = rows[at]
+            # Unfiltered top-ef == pushdown(ef)'s visited set in ranked order: faiss's
+            # traversal ignores the selector, so its authorized prefix *is* pushdown's
+            # answer, and where that prefix sits in the ranking is the evidence.
+            full = index.search(q[sub], int(ef), ef_search=int(ef))
+            spent[sub] += graph_cost(int(ef))
+            ok = (full.ids >= 0) & mask[np.maximum(full.ids, 0)]
+            count = ok.sum(axis=1)
+            rank_k = np.where(count >= k, np.argmax(np.cumsum(ok, axis=1) >= k, axis=1) + 1, 0)
+            kept = full.select(ok)
+            good = count >= k
+            ids[sub[good]] = kept.ids[good, :k]
+            scores[sub[good]] = kept.scores[good, :k]
+            # Two certificates, the better one counts: where the k-th authorized hit ranks
+            # (the walk's budget per wanted result, priced by the unfiltered calibration), and
+            # the authorized share the walk actually met (priced by the uniform-filter one).
+            effective = ef * k / np.maximum(rank_k, 1)
+            by_rank = planner.predicted_recall(effective)
+            by_share = planner.filtered_recall(np.full(sub.shape[0], ef), count / ef)
+            predicted[sub] = np.where(good, np.maximum(by_rank, by_share), 0.0)
+            used[sub] = np.where(good, ef, 0)
+            # Where the k-th authorized hit would have to sit for the calibrated recall:
+            # ranks scale by (authorized share seen), so the efSearch needed scales with it.
+            share = np.maximum(count, 0.5) / ef
+            need[at] = np.ceil(planner.ef_needed(share))
+        return need
+
+    rows = np.flatnonzero(first > 0)
+    need = search(rows, first[rows])
+    goal = min(1.0, planner.target_recall + planner.margin / 2)
+    retry = _below_goal(predicted, goal)
+    if retry.size:
+        wanted = dict(zip(rows.tolist(), need.tolist(), strict=True))
+        again = []
+        efs = []
+        for i in retry:
+            ef = planner.ef_at_least(max(2 * int(used[i] or first[i]), wanted.get(int(i), 0)))
+            if first[i] and ef > used[i] and graph_cost(ef) < scan_cost:
+                again.append(i)
+                efs.append(ef)
+        if again:
+            escalated = len(again)
+            search(np.array(again, dtype=np.int64), np.array(efs, dtype=np.int64))
+    scan = np.union1d(np.flatnonzero(used == 0), _below_goal(predicted, goal))
+    if scan.size:
+        exact = index.exact(q[scan], k, mask)
+        ids[scan], scores[scan] = exact.ids, exact.scores
+        predicted[scan], used[scan] = 1.0, 0
+        spent[scan] += scan_cost
+    graph = used[used > 0]
+    plan = Plan(
+        method="pushdown" if graph.size else "exact",
+        ef_search=int(graph.max()) if graph.size else None,
+        n_allowed=n_allowed,
+        cost_exact=scan_cost,
+        cost_pushdown=graph_cost(int(graph.max())) if graph.size else None,
+        n_fallback=int(scan.size) if graph.size else 0,
+        n_queries=n_q,
+        ef_min=int(graph.min()) if graph.size else None,
+        n_escalated=escalated,
+        local_selectivity=float(local.mean()),
+        predicted_recall=float(predicted.mean()),
+        cost_auto=float(spent.mean()),
+    )
+    return Hits(ids, scores), plan
+
+
+def _below_goal(predicted: npt.NDArray[np.float64], goal: float) -> npt.NDArray[np.int64]:
+    """Fewest queries (lowest predicted first) whose exact answers lift the mean to ``goal``."""
+    if predicted.mean() >= goal:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(predicted, kind="stable")
+    gain = np.cumsum(1.0 - predicted[order])
+    deficit = goal * predicted.shape[0] - predicted.sum()
+    n = int(np.searchsorted(gain, deficit - 1e-12) + 1)
+    return np.sort(order[:n]).astype(np.int64)
 
 
 def answer(

@@ -1,0 +1,230 @@
+"""Corpora whose authorization filter follows the data: the cases a size-only planner gets wrong.
+
+Real authorization is not independent of the embedding space: a team's documents cluster by
+topic, a clearance level by subject. A planner that looks only at the filter's size (``auto``
+before issue 11) is right on verity's uniform filter and wrong as soon as the filter is
+correlated with the geometry. Each corpus here is an ordinary `~arecall.vector.generator.
+BenchData` — vectors, queries and one key per document, a document matching selectivity ``s``
+iff ``key < s`` — so every experiment and store takes it unchanged (``Below("draw", s)``):
+
+``clustered-anti``
+    200 Gaussian clusters; authorization grows a whole cluster at a time (clusters in a random
+    order, the boundary cluster partly); queries come from clusters authorized only at 100%
+    (the last 40% of the order): the filter is *anti*-correlated with every query.
+``clustered-corr``
+    The same corpus and filter, queries from all clusters: some queries sit inside authorized
+    clusters, most outside.
+``lowrank-halfspace``
+    Rank-12 embeddings in d = 128 (plus noise); authorized = the documents furthest along one
+    direction of the subspace (a half-space), queries from the opposite tail (the 5% lowest
+    along it).
+``lowrank-uniform``
+    The same rank-12 corpus with a uniform filter (the control: the filter's size is all there
+    is to know).
+``verity``
+    verity's generator (`~arecall.vector.generator.generate`): isotropic Gaussians, uniform.
+
+Clustered and low-rank corpora also carry ``groups`` (cluster ids; ``None`` where there are no
+groups), which partitioned indexes (`arecall.vector.partitions`) split on. ``calibration``
+queries are held out and drawn from the documents' distribution (all clusters / the whole
+subspace) — the planner never sees the adversarial query distribution before it is scored.
+Everything is seeded and vectorised (a million 128-d vectors in a few seconds).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from arecall.core.errors import ArecallError
+from arecall.vector._checks import check_positive_int
+from arecall.vector.generator import BenchData, generate, l2_normalise
+
+__all__ = ["ADVERSARIAL_CORPORA", "AdversarialCorpus", "adversarial_corpus"]
+
+#: Corpus names, in benchmark order.
+ADVERSARIAL_CORPORA: tuple[str, ...] = (
+    "clustered-anti",
+    "clustered-corr",
+    "lowrank-halfspace",
+    "lowrank-uniform",
+    "verity",
+)
+
+_CHUNK = 65536
+
+
+@dataclass(frozen=True)
+class AdversarialCorpus:
+    """A named corpus with its filter key, scored and held-out queries, and groups.
+
+    Attributes
+    ----------
+    name : str
+    data : BenchData
+        ``data.draws`` is the filter key (``mask(s)`` = ``key < s``); ``data.queries`` the
+        scored queries; ``data.calibration_queries(n)`` held-out ones.
+    groups : ndarray of int64 or None
+        Cluster id per document (clustered corpora), else ``None``.
+    """
+
+    name: str
+    data: BenchData
+    groups: npt.NDArray[np.int64] | None
+
+    def mask(self, selectivity: float) -> npt.NDArray[np.bool_]:
+        """The authorized documents at ``selectivity`` (``data.mask``)."""
+        return self.data.mask(selectivity)
+
+
+def _rank_key(order: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """Key per document so that ``key < s`` admits the first ``round(s·n)`` of ``order``."""
+    n = order.shape[0]
+    key = np.empty(n, dtype=np.float64)
+    key[order] = (np.arange(n, dtype=np.float64) + 0.5) / n
+    return key
+
+
+def _clustered(
+    n_docs: int, dims: int, n_queries: int, seed: int, *, n_clusters: int, spread: float, anti: bool
+) -> tuple[BenchData, npt.NDArray[np.int64]]:
+    rng = np.random.default_rng([seed, 11])
+    centers = rng.normal(size=(n_clusters, dims)).astype(np.float32) / np.float32(np.sqrt(dims))
+    scale = np.float32(spread / np.sqrt(dims))
+
+    def draw(labels: npt.NDArray[np.int64], gen: np.random.Generator) -> npt.NDArray[np.float32]:
+        out = np.empty((labels.shape[0], dims), dtype=np.float32)
+        for start in range(0, labels.shape[0], _CHUNK):
+            part = labels[start : start + _CHUNK]
+            noise = gen.normal(size=(part.shape[0], dims)).astype(np.float32)
+            out[start : start + part.shape[0]] = centers[part] + scale * noise
+        return l2_normalise(out)
+
+    groups = rng.integers(0, n_clusters, size=n_docs).astype(np.int64)
+    vectors = draw(groups, rng)
+    # Authorization order: clusters in a random order, documents within a cluster shuffled.
+    cluster_rank = rng.permutation(n_clusters)
+    within = rng.random(n_docs)
+    order = np.lexsort((within, cluster_rank[groups])).astype(np.int64)
+    late = np.flatnonzero(cluster_rank >= int(np.ceil(0.6 * n_clusters)))
+    q_rng = np.random.default_rng([seed, 12])
+    pool = late if anti else np.arange(n_clusters)
+    queries = draw(q_rng.choice(pool, size=n_queries).astype(np.int64), q_rng)
+
+    def held_out(n: int) -> npt.NDArray[np.float32]:
+        gen = np.random.default_rng([seed, 13])
+        return draw(gen.integers(0, n_clusters, size=n).astype(np.int64), gen)
+
+    data = BenchData(vectors, queries, _rank_key(order), seed, sampler=held_out)
+    return data, groups
+
+
+def _lowrank(
+    n_docs: int, dims: int, n_queries: int, seed: int, *, rank: int, noise: float, halfspace: bool
+) -> BenchData:
+    rng = np.random.default_rng([seed, 21])
+    basis = rng.normal(size=(rank, dims)).astype(np.float32)
+    amplitude = np.float32(noise * np.sqrt(rank))
+
+    def draw(n: int, gen: np.random.Generator) -> npt.NDArray[np.float32]:
+        out = np.empty((n, dims), dtype=np.float32)
+        for start in range(0, n, _CHUNK):
+            stop = min(n, start + _CHUNK)
+            z = gen.normal(size=(stop - start, rank)).astype(np.float32)
+            eps = gen.normal(size=(stop - start, dims)).astype(np.float32)
+            out[start:stop] = z @ basis + amplitude * eps
+        return l2_normalise(out)
+
+    vectors = draw(n_docs, rng)
+    q_rng = np.random.default_rng([seed, 22])
+    direction = l2_normalise(q_rng.normal(size=(1, rank)).astype(np.float32) @ basis)[0]
+    if halfspace:
+        # Authorized: furthest along `direction`; queries: the 5% lowest along it.
+        order = np.argsort(-(vectors @ direction), kind="stable").astype(np.int64)
+        pool = draw(20 * n_queries, q_rng)
+        queries = pool[np.argsort(pool @ direction, kind="stable")[:n_queries]]
+    else:
+        order = rng.permutation(n_docs).astype(np.int64)
+        queries = draw(n_queries, q_rng)
+
+    def held_out(n: int) -> npt.NDArray[np.float32]:
+        return draw(n, np.random.default_rng([seed, 23]))
+
+    return BenchData(
+        vectors, np.ascontiguousarray(queries), _rank_key(order), seed, sampler=held_out
+    )
+
+
+def adversarial_corpus(
+    name: str,
+    n_docs: int = 100_000,
+    dims: int = 128,
+    n_queries: int = 200,
+    seed: int = 7,
+    *,
+    n_clusters: int = 200,
+    spread: float = 0.6,
+    rank: int = 12,
+    noise: float = 0.1,
+) -> AdversarialCorpus:
+    """Generate one corpus of :data:`ADVERSARIAL_CORPORA` (see the module docstring).
+
+    Parameters
+    ----------
+    name : str
+        One of ``ADVERSARIAL_CORPORA``.
+    n_docs, dims, n_queries, seed : int
+    n_clusters : int
+        Clusters of the clustered corpora.
+    spread : float
+        Within-cluster noise norm relative to the (unit-scale) cluster centre.
+    rank, noise : int, float
+        Subspace rank and isotropic noise of the low-rank corpora.
+
+    Returns
+    -------
+    AdversarialCorpus
+
+    Examples
+    --------
+    >>> c = adversarial_corpus("clustered-anti", 2000, 16, 5, n_clusters=20)
+    >>> c.data.vectors.shape, int(c.mask(0.3).sum())
+    ((2000, 16), 600)
+    >>> bool(c.mask(0.3)[c.groups == c.groups[c.mask(0.01)][0]].all())  # whole clusters
+    True
+    """
+    n_docs = check_positive_int("n_docs", n_docs)
+    dims = check_positive_int("dims", dims)
+    n_queries = check_positive_int("n_queries", n_queries)
+    seed = check_positive_int("seed", seed, minimum=0)
+    if name in ("clustered-anti", "clustered-corr"):
+        n_clusters = check_positive_int("n_clusters", n_clusters, minimum=2)
+        if not spread > 0:
+            raise ArecallError(f"spread={spread!r}: must be positive")
+        data, groups = _clustered(
+            n_docs,
+            dims,
+            n_queries,
+            seed,
+            n_clusters=n_clusters,
+            spread=spread,
+            anti=name == "clustered-anti",
+        )
+        return AdversarialCorpus(name, data, groups)
+    if name in ("lowrank-halfspace", "lowrank-uniform"):
+        rank = check_positive_int("rank", rank)
+        data = _lowrank(
+            n_docs,
+            dims,
+            n_queries,
+            seed,
+            rank=rank,
+            noise=noise,
+            halfspace=name == "lowrank-halfspace",
+        )
+        return AdversarialCorpus(name, data, None)
+    if name == "verity":
+        return AdversarialCorpus(name, generate(n_docs, dims, n_queries, seed), None)
+    raise ArecallError(f"corpus={name!r}: must be one of {', '.join(ADVERSARIAL_CORPORA)}")

@@ -1,0 +1,205 @@
+"""``auto`` keeps its promise when the filter follows the data (issue 11).
+
+Small versions (≤ 20,000 vectors) of the adversarial corpora: clustered with anti-correlated and
+correlated queries, low-rank with a half-space filter and opposite-tail queries, low-rank with a
+uniform filter, verity's generator. ``auto`` is calibrated with ``graph_cost=1`` — a graph
+distance as cheap as a scan distance — so the cost model alone would push down almost
+everywhere, and only the per-query evidence keeps recall up: the size-only rule it replaced
+fails on the same indexes (checked below, so a corpus that stops being adversarial fails too).
+
+The default suite runs a fast subset (one corpus, three selectivities); the full grid is
+``@pytest.mark.long``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from arecall.core.errors import ArecallError
+from arecall.vector.adversarial import ADVERSARIAL_CORPORA, adversarial_corpus
+from arecall.vector.index import Hits, VectorIndex, build_index
+from arecall.vector.partitions import PartitionedIndex
+from arecall.vector.placement import (
+    AutoPlanner,
+    _below_goal,
+    auto,
+    calibrate_auto,
+    coarse_cells,
+    pushdown,
+)
+
+K = 10
+SELECTIVITIES = (0.001, 0.01, 0.05, 0.10, 0.30, 0.50, 1.0)
+
+
+def recall(hits: Hits, oracle: Hits) -> float:
+    pairs = zip(hits.rows(), oracle.rows(), strict=True)
+    return float(np.mean([len(set(a) & set(b)) / max(1, len(b)) for a, b in pairs]))
+
+
+def setup(name: str, n: int, dims: int, clusters: int) -> tuple[object, VectorIndex, AutoPlanner]:
+    corpus = adversarial_corpus(name, n, dims, 40, seed=3, n_clusters=clusters)
+    index = build_index(corpus.data.vectors)
+    cal = corpus.data.calibration_queries(40)
+    planner = calibrate_auto(index, K, queries=cal, graph_cost=1.0)
+    return corpus, index, planner
+
+
+def check_cell(corpus, index: VectorIndex, planner: AutoPlanner, s: float) -> str:
+    mask = corpus.mask(s)
+    q = corpus.data.queries
+    hits, plan = auto(index, q, K, mask, planner)
+    oracle = index.exact(q, K, mask)
+    want = min(K, int(mask.sum()))
+    assert (hits.returned() == want).all(), (corpus.name, s, str(plan))
+    assert mask[hits.ids[hits.ids >= 0]].all(), "returned an unauthorized document"
+    got = recall(hits, oracle)
+    assert got >= 0.95, (corpus.name, s, got, str(plan))
+    return plan.method
+
+
+@pytest.fixture(scope="module")
+def anti_small() -> tuple[object, VectorIndex, AutoPlanner]:
+    return setup("clustered-anti", 3000, 16, 30)
+
+
+def test_fast_anti_correlated_filter_keeps_recall_and_k(anti_small) -> None:
+    corpus, index, planner = anti_small
+    assert planner.ef_base is not None and planner.cells is not None
+    methods = {check_cell(corpus, index, planner, s) for s in (0.05, 0.30, 1.0)}
+    assert "pushdown" in methods  # the graph is used where the evidence certifies it
+
+
+def test_fast_size_only_rule_fails_on_the_same_index(anti_small) -> None:
+    corpus, index, planner = anti_small
+    mask = corpus.mask(0.30)
+    q = corpus.data.queries
+    old = pushdown(index, q, K, mask, ef_search=planner.ef_for(int(mask.sum())))
+    assert recall(old, index.exact(q, K, mask)) < 0.8
+
+
+def test_plan_reports_its_evidence(anti_small) -> None:
+    corpus, index, planner = anti_small
+    _, plan = auto(index, corpus.data.queries, K, corpus.mask(1.0), planner)
+    assert plan.method == "pushdown" and plan.predicted_recall is not None
+    assert plan.predicted_recall >= planner.target_recall
+    text = str(plan)
+    assert "local s=1.00" in text and "certified recall" in text
+    _, plan = auto(index, corpus.data.queries, K, corpus.mask(0.30), planner)
+    assert plan.local_selectivity is not None and plan.local_selectivity < 0.1  # anti-correlated
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("name", ADVERSARIAL_CORPORA)
+def test_auto_keeps_its_promise_in_every_cell(name: str) -> None:
+    corpus, index, planner = setup(name, 5000, 32, 50)
+    methods = {check_cell(corpus, index, planner, s) for s in SELECTIVITIES if 5000 * s >= K}
+    assert "pushdown" in methods
+    if name in ("clustered-anti", "clustered-corr", "lowrank-halfspace"):
+        worst = min(
+            recall(
+                pushdown(index, corpus.data.queries, K, m, ef_search=planner.ef_for(int(m.sum()))),
+                index.exact(corpus.data.queries, K, m),
+            )
+            for m in (corpus.mask(s) for s in (0.05, 0.3))
+        )
+        assert worst < 0.8, "the corpus is no longer adversarial for the size-only rule"
+
+
+def test_corpora_have_the_promised_geometry() -> None:
+    anti = adversarial_corpus("clustered-anti", 2000, 32, 30, n_clusters=20)
+    m30, m50 = anti.mask(0.3), anti.mask(0.5)
+    assert int(m30.sum()) == 600 and (m30 <= m50).all()  # nested, exact size
+    full = [g for g in np.unique(anti.groups) if m30[anti.groups == g].all()]
+    partial = [g for g in np.unique(anti.groups[m30]) if g not in full]
+    assert len(full) >= 4 and len(partial) <= 1  # whole clusters, one boundary cluster
+    # Every anti query is nearest (by cluster centroid) to a cluster unauthorized at 50%.
+    cents = np.stack([anti.data.vectors[anti.groups == g].mean(0) for g in range(20)])
+    nearest = np.argmax(anti.data.queries @ cents.T, axis=1)
+    assert not any(m50[anti.groups == g].any() for g in nearest)
+    half = adversarial_corpus("lowrank-halfspace", 3000, 32, 20)
+    m = half.mask(0.3)
+    direction = np.linalg.lstsq(half.data.vectors, m.astype(np.float64) - 0.3, rcond=None)[0]
+    assert (half.data.queries @ direction).max() < (half.data.vectors[m] @ direction).mean()
+    again = adversarial_corpus("lowrank-halfspace", 3000, 32, 20)
+    np.testing.assert_array_equal(half.data.vectors, again.data.vectors)
+    np.testing.assert_array_equal(half.data.draws, again.data.draws)
+    with pytest.raises(ArecallError, match="corpus='nope': must be one of"):
+        adversarial_corpus("nope", 10, 2, 1)
+
+
+def test_partitions_are_exact_on_whole_group_filters_and_measure_memory() -> None:
+    corpus = adversarial_corpus("clustered-corr", 3000, 16, 30, n_clusters=20)
+    part = PartitionedIndex(corpus.data.vectors, corpus.groups, min_size=100)
+    exact = build_index(corpus.data.vectors, kind="exact")
+    for s in (0.001, 0.3, 1.0):
+        mask = corpus.mask(s)
+        hits = part.search(corpus.data.queries, K, mask, ef_search=512)
+        oracle = exact.exact(corpus.data.queries, K, mask)
+        assert (hits.returned() == min(K, int(mask.sum()))).all()
+        assert recall(hits, oracle) >= 0.99
+    assert part.memory_bytes() > corpus.data.vectors.nbytes  # vectors + links
+
+
+def test_coarse_cells_are_deterministic_and_local_selectivity_is_a_share() -> None:
+    x = adversarial_corpus("lowrank-uniform", 2000, 16, 5).data.vectors
+    a, b = coarse_cells(x, 30), coarse_cells(x, 30)
+    np.testing.assert_array_equal(a.assignment, b.assignment)
+    mask = np.arange(2000) % 3 == 0
+    local = a.local_selectivity(x[:50], mask)
+    assert ((local >= 0) & (local <= 1)).all()
+    assert a.local_selectivity(x[:50], np.ones(2000, bool)).tolist() == [1.0] * 50
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.floats(0.0, 1.0), min_size=1, max_size=30),
+    st.floats(0.5, 1.0),
+)
+def test_below_goal_scans_the_fewest_worst_queries(predicted: list[float], goal: float) -> None:
+    p = np.array(predicted)
+    chosen = _below_goal(p, goal)
+    order = np.argsort(p, kind="stable")
+    assert sorted(chosen.tolist()) == sorted(order[: chosen.size].tolist())  # the worst ones
+    lifted = p.copy()
+    lifted[chosen] = 1.0
+    assert lifted.mean() >= goal - 1e-9
+    if chosen.size:  # and no fewer would do
+        fewer = p.copy()
+        fewer[order[: chosen.size - 1]] = 1.0
+        assert fewer.mean() < goal + 1e-9
+
+
+@pytest.mark.long
+def test_experiment_rows_carry_the_plan_and_its_evidence() -> None:
+    from arecall.vector.measurement import experiment
+
+    corpus = adversarial_corpus("clustered-anti", 5000, 32, 20, n_clusters=50)
+    df = experiment(
+        data=corpus.data, selectivities=[0.3, 1.0], graph_cost=1.0, placements=["pre", "auto"]
+    )
+    auto_rows = df[df["mode"] == "auto"].set_index("selectivity")
+    assert (auto_rows["recall"] >= 0.95).all() and (auto_rows["returned"] == K).all()
+    assert "certified recall" in auto_rows.loc[1.0, "plan"]
+    assert "local s=" in auto_rows.loc[0.3, "plan"]
+
+
+@pytest.mark.long
+def test_benchmark_script_runs_and_checks_its_targets(tmp_path, capsys) -> None:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "benchmarks" / "bench_adversarial.py"
+    spec = importlib.util.spec_from_file_location("bench_adversarial", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "bench.md"
+    argv = ["--n", "3000", "--queries", "20", "--corpora", "clustered-corr", "--repeats", "1"]
+    assert bench.main([*argv, "--selectivities", "0.05,1", "--output", str(out)]) == 0
+    text = out.read_text()
+    assert "| clustered-corr | 5% | 150 |" in text and "every cell: met" in text
+    assert bench.main(["--corpora", "nope"]) == 2
