@@ -1,22 +1,35 @@
-"""corpus=synthetic: deterministic in its seed, and each knob does what its name says."""
+"""corpus=synthetic: deterministic in its seed, realistic in difficulty at every size, and each
+knob does what its name says."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from arecall.core.errors import ArecallError
 from arecall.core.ranking import rank_queries
 from arecall.data.authorization import LEVELS
 from arecall.data.sources import load_corpus
-from arecall.data.sources.synthetic import BATCH, SyntheticSpec, synthetic_collection
+from arecall.data.sources.synthetic import (
+    BATCH,
+    SyntheticSpec,
+    _Vocabularies,
+    synthetic_collection,
+)
 from arecall.pipeline.config import default_config
 from arecall.pipeline.run import run_in_memory
 from arecall.retrievers.tfidf import SeedTfidf
 
-from conftest import assert_proved_on_every_pair, fast_config
+from conftest import ROOT, assert_proved_on_every_pair, fast_config
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_corpus_quality import TARGETS, corpus_config, quality
 
 SMALL = {"name": "synthetic", "seed": 3, "n_domains": 4, "docs_per_domain": 10}
 
@@ -76,31 +89,55 @@ def test_ids_are_zero_padded_so_sorted_order_is_generation_order():
     ]
 
 
-def test_lengths_follow_doc_length_and_query_length():
+def test_lengths_follow_doc_length_and_query_length_and_documents_vary():
     c = synthetic_collection({"n_docs": 4000, "doc_length": 12, "query_length": 4})
     doc_len = c.documents["text"].str.split().str.len()
     assert doc_len.min() >= 1 and abs(doc_len.mean() - 12) < 0.3
-    assert (c.queries["text"].str.split().str.len() == 4).all()
+    assert doc_len.std() > 3, "log-normal lengths: documents of varying length"
+    q_len = c.queries["text"].str.split().str.len()
+    assert q_len.min() >= 1 and abs(q_len.mean() - 4) < 0.5 and q_len.nunique() > 1
+    fixed = synthetic_collection({"n_docs": 400, "doc_length": 12, "length_spread": 0})
+    assert (fixed.documents["text"].str.split().str.len() == 12).all()
 
 
-def test_documents_use_only_their_domain_words_and_queries_stray_only_by_query_noise():
-    spec = SyntheticSpec.from_config({"n_docs": 400, "vocab_size": 400, "shared_vocab": 0.2})
-    shared = set(range(spec.shared_words))
+def _words(spec: SyntheticSpec) -> np.ndarray:
+    """The topic and sub-topic word lists, drawn first from the seeded generator."""
+    return _Vocabularies.draw(np.random.default_rng(spec.seed), spec).words
 
-    def own(domain: str) -> set[int]:
-        d = int(domain[3:])
-        base = spec.shared_words + d * spec.private_words
-        return shared | set(range(base, base + spec.private_words))
 
-    clean = synthetic_collection({"n_docs": 400, "vocab_size": 400, "query_noise": 0.0})
+def _own(spec: SyntheticSpec, words: np.ndarray, topic: int, subtopic: int) -> set[int]:
+    rows = [topic, spec.n_topics + topic * spec.subtopics + subtopic]
+    return set(words[rows].ravel().tolist())
+
+
+def test_topical_tokens_come_from_the_topic_and_queries_stray_only_by_query_noise():
+    knobs = {"n_docs": 400, "vocab_size": 100_000, "shared_vocab": 0.0, "query_noise": 0.0}
+    spec = SyntheticSpec.from_config(knobs)
+    words = _words(spec)
+    clean = synthetic_collection(knobs)
     for frame in (clean.documents, clean.queries):
-        for text, domain in zip(frame["text"], frame["domain"].astype(str), strict=True):
-            assert _tokens(text) <= own(domain)
-    noisy = synthetic_collection({"n_docs": 400, "vocab_size": 400, "query_noise": 1.0})
-    for text, domain in zip(
-        noisy.queries["text"], noisy.queries["domain"].astype(str), strict=True
+        for text, t, s in zip(frame["text"], frame["topic"], frame["subtopic"], strict=True):
+            assert _tokens(text) <= _own(spec, words, t, s)
+    noisy = synthetic_collection({**knobs, "query_noise": 1.0})
+    topic_words = set(words[: spec.n_topics].ravel().tolist())
+    for text, t, s in zip(
+        noisy.queries["text"], noisy.queries["topic"], noisy.queries["subtopic"], strict=True
     ):
-        assert not _tokens(text) & own(domain), "query_noise=1: every token off-domain"
+        tokens = _tokens(text)
+        assert tokens <= topic_words and not tokens & _own(spec, words, t, s), "other topics'"
+
+
+def test_background_words_are_zipfian_and_never_in_queries():
+    c = synthetic_collection({"n_docs": 2000, "shared_vocab": 1.0, "zipf": 1.0})
+    tokens = np.array([int(w[1:]) for t in c.documents["text"] for w in t.split()])
+    freq = np.bincount(tokens)
+    assert freq[0] > freq[9] > freq[99] > 0  # w0 is the most frequent word
+    # Zipf with exponent 1: frequency × rank about constant over the head
+    ratio = freq[[0, 9, 99]] * np.array([1.5, 10.5, 100.5])
+    assert ratio.max() / ratio.min() < 1.5, ratio
+    spec = SyntheticSpec.from_config({"n_docs": 2000})
+    query_tokens = set().union(*map(_tokens, c.queries["text"]))
+    assert min(query_tokens) >= spec.head_words, "no background head word in a query"
 
 
 def test_sensitivity_follows_sensitivity_mix():
@@ -114,31 +151,86 @@ def test_sensitivity_follows_sensitivity_mix():
 # -- relevance and authorization -----------------------------------------------------------------
 
 
-def test_domain_relevance_is_every_document_of_the_query_domain():
-    c = load_corpus(SMALL)
-    rel = c.relevance_matrix().toarray()
-    same = (
-        c.queries["domain"].astype(str).to_numpy()[:, None]
-        == c.documents["domain"].astype(str).to_numpy()[None, :]
+def _same(c, column: str) -> np.ndarray:
+    return (
+        c.queries[column].astype(str).to_numpy()[:, None]
+        == c.documents[column].astype(str).to_numpy()[None, :]
     )
-    assert np.array_equal(rel, same.astype(float))
 
 
-def test_graded_relevance_is_2_on_the_query_subtopic_and_1_elsewhere_in_its_domain():
-    c = load_corpus({**SMALL, "relevance": "graded", "subtopics": 3})
+def test_domain_relevance_is_every_document_of_the_query_domain():
+    c = load_corpus({**SMALL, "relevance": "domain"})
+    assert np.array_equal(c.relevance_matrix().toarray(), _same(c, "domain").astype(float))
+
+
+def test_graded_relevance_is_2_on_the_query_subtopic_and_1_elsewhere_in_its_topic():
+    c = load_corpus({**SMALL, "n_docs": 300, "docs_per_topic": 20, "subtopics": 3})
     rel = c.relevance_matrix().toarray()
-    q, d = c.queries, c.documents
-    same_domain = q["domain"].astype(str).to_numpy()[:, None] == d["domain"].astype(str).to_numpy()
-    same_topic = q["subtopic"].to_numpy()[:, None] == d["subtopic"].to_numpy()[None, :]
-    expected = np.where(same_domain, np.where(same_topic, 2.0, 1.0), 0.0)
-    assert np.array_equal(rel, expected)
+    topic, sub = _same(c, "topic"), _same(c, "subtopic")
+    assert np.array_equal(rel, np.where(topic, np.where(sub, 2.0, 1.0), 0.0))
     assert (rel == 2).any() and (rel == 1).any()
+    assert (topic <= _same(c, "domain")).all(), "topics nest in domains"
 
 
-def test_subtopic_relevance_is_only_the_query_domain_and_subtopic():
-    graded = load_corpus({**SMALL, "relevance": "graded", "subtopics": 3}).relevance_matrix()
-    subtopic = load_corpus({**SMALL, "relevance": "subtopic", "subtopics": 3}).relevance_matrix()
-    assert np.array_equal(subtopic.toarray(), (graded.toarray() == 2).astype(float))
+def test_topic_and_subtopic_relevance_are_the_graded_levels():
+    knobs = {**SMALL, "n_docs": 300, "docs_per_topic": 20, "subtopics": 3}
+    graded = load_corpus(knobs).relevance_matrix().toarray()
+    topic = load_corpus({**knobs, "relevance": "topic"}).relevance_matrix().toarray()
+    subtopic = load_corpus({**knobs, "relevance": "subtopic"}).relevance_matrix().toarray()
+    assert np.array_equal(topic, (graded > 0).astype(float))
+    assert np.array_equal(subtopic, (graded == 2).astype(float))
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    n_docs=st.integers(40, 3000),
+    docs_per_topic=st.integers(1, 60),
+    subtopics=st.integers(1, 6),
+    relevance=st.sampled_from(["graded", "topic", "subtopic"]),
+)
+def test_a_query_has_a_bounded_nonempty_set_of_relevant_documents(
+    n_docs, docs_per_topic, subtopics, relevance
+):
+    knobs = {"n_docs": n_docs, "docs_per_topic": docs_per_topic, "subtopics": subtopics}
+    spec = SyntheticSpec.from_config({**knobs, "relevance": relevance})
+    c = synthetic_collection({**knobs, "relevance": relevance, "vocab_size": 1000})
+    per_query = np.diff(c.relevance_matrix().tocsr().indptr)
+    assert per_query.min() >= 1 and per_query.max() <= spec.relevant_per_query
+    assert spec.n_topics % spec.n_domains == 0 and spec.n_topics * docs_per_topic >= n_docs
+
+
+def test_relevant_documents_per_query_do_not_grow_with_the_corpus():
+    small = SyntheticSpec.from_config({"n_docs": 1_000})
+    huge = SyntheticSpec.from_config({"n_docs": 10_000_000})
+    assert small.relevant_per_query <= huge.relevant_per_query == small.docs_per_topic
+    assert huge.vocab_size > 10 * small.vocab_size, "Heaps' law: the vocabulary grows"
+    assert SyntheticSpec.from_config({"n_docs": 10**6, "relevance": "domain"}).relevant_per_query
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    n_domains=st.integers(1, 9),
+    data=st.data(),
+    queries_per_domain=st.integers(1, 4),
+    n_principals=st.integers(1, 6),
+    seed=st.integers(0, 100),
+)
+def test_the_share_of_pairs_with_authorized_relevant_documents_is_granted_over_domains(
+    n_domains, data, queries_per_domain, n_principals, seed
+):
+    held = data.draw(st.integers(1, n_domains))
+    c = synthetic_collection(
+        {
+            "seed": seed,
+            "n_docs": 20 * n_domains,
+            "n_domains": n_domains,
+            "queries_per_domain": queries_per_domain,
+            "n_principals": n_principals,
+            "domains_per_principal": held,
+        }
+    )
+    authorized_relevant = (c.acl_matrix().astype(float) @ c.relevance_matrix().T).toarray() > 0
+    assert authorized_relevant.mean() == pytest.approx(held / n_domains)
 
 
 def test_the_corpus_acl_grants_each_principal_its_whole_domains_and_nothing_else():
@@ -154,26 +246,39 @@ def test_the_corpus_acl_grants_each_principal_its_whole_domains_and_nothing_else
 # -- difficulty knobs ----------------------------------------------------------------------------
 
 
-def test_more_shared_vocabulary_means_lower_mrr_with_tfidf():
+def test_more_background_words_mean_lower_mrr_with_tfidf():
     def mrr(shared: float) -> float:
         return np.mean(
             [
-                _mrr(
-                    load_corpus({**SMALL, "seed": s, "docs_per_domain": 25, "shared_vocab": shared})
-                )
+                _mrr(load_corpus({**SMALL, "seed": s, "n_docs": 400, "shared_vocab": shared}))
                 for s in range(2)
             ]
         )
 
-    easy, middle, hard = mrr(0.0), mrr(0.5), mrr(0.9)
+    easy, middle, hard = mrr(0.0), mrr(0.5), mrr(0.95)
     assert easy > middle > hard, (easy, middle, hard)
-    assert easy > 0.9
 
 
 def test_more_query_noise_means_lower_mrr_with_tfidf():
-    clean = _mrr(load_corpus({**SMALL, "docs_per_domain": 25, "query_noise": 0.0}))
-    noisy = _mrr(load_corpus({**SMALL, "docs_per_domain": 25, "query_noise": 0.8}))
+    clean = _mrr(load_corpus({**SMALL, "n_docs": 400, "query_noise": 0.0}))
+    noisy = _mrr(load_corpus({**SMALL, "n_docs": 400, "query_noise": 0.8}))
     assert clean > noisy, (clean, noisy)
+
+
+# -- realistic difficulty at every size (the documented targets of bench_corpus_quality) ----------
+
+
+@pytest.mark.parametrize("n_docs", [1_000, 3_000])
+def test_the_defaults_give_retrieval_quality_inside_the_documented_ranges(n_docs):
+    collection = load_corpus(corpus_config(n_docs, queries=160, principals=10))
+    figures = {name: quality(collection, name) for name in ("tfidf", "bm25")}
+    for name, f in figures.items():
+        for key in ("mrr", "recall@100", "authorized_share"):
+            low, high = TARGETS[key]
+            assert low <= f[key] <= high, (n_docs, name, key, f[key])
+        assert f["gap@10"] > 0, (n_docs, name, "the pre placement finds more at K=10")
+        assert f["post@10"] < f["pre@10"]
+    assert figures["tfidf"]["ndcg@10"] != figures["bm25"]["ndcg@10"]
 
 
 # -- bad knobs -----------------------------------------------------------------------------------
@@ -188,9 +293,13 @@ def test_more_query_noise_means_lower_mrr_with_tfidf():
         ({"n_domains": "8"}, "corpus.n_domains: must be a positive integer, got '8'"),
         ({"vocab_size": 20}, "corpus.vocab_size: too small"),
         ({"shared_vocab": 1.5}, "corpus.shared_vocab: must be a number in [0, 1], got 1.5"),
+        ({"zipf": -1}, "corpus.zipf: must be a number in [0, 4]"),
+        ({"length_spread": 5}, "corpus.length_spread: must be a number in [0, 3]"),
+        ({"docs_per_topic": 0}, "corpus.docs_per_topic: must be a positive integer, got 0"),
+        ({"topic_words": 0}, "corpus.topic_words: must be a positive integer, got 0"),
         ({"query_noise": -0.1}, "corpus.query_noise: must be a number in [0, 1]"),
         ({"topic_focus": True}, "corpus.topic_focus: must be a number in [0, 1]"),
-        ({"relevance": "bm25"}, "corpus.relevance: must be one of domain, graded, subtopic"),
+        ({"relevance": "bm25"}, "corpus.relevance: must be one of graded, topic, subtopic, domain"),
         ({"domains_per_principal": 9}, "corpus.domains_per_principal: must be at most"),
         ({"sensitivity_mix": [1, 1]}, "corpus.sensitivity_mix: must be 3 non-negative weights"),
         ({"sensitivity_mix": [0, 0, 0]}, "corpus.sensitivity_mix"),

@@ -20,25 +20,28 @@ __all__ = [
     "DiscoveryConfig",
     "SeedJsonConfig",
     "SyntheticConfig",
-    "vocabulary_split",
+    "heaps_vocabulary",
+    "min_vocabulary",
 ]
 
 #: How ``corpus=synthetic`` judges relevance (see `arecall.data.sources.synthetic`).
-RELEVANCE = ("domain", "graded", "subtopic")
+RELEVANCE = ("graded", "topic", "subtopic", "domain")
 _FRACTION = interval(0.0, 1.0)
 _NON_NEGATIVE_INT = Rule("an integer ≥ 0", lambda v: v >= 0)
+#: Heaps' law for the default vocabulary: ``HEAPS_K × tokens ** HEAPS_BETA`` distinct words
+#: (K and β within the ranges measured on English collections, K ≈ 10–100, β ≈ 0.4–0.6).
+HEAPS_K, HEAPS_BETA = 40.0, 0.5
 
 
-def vocabulary_split(vocab_size: int, shared_vocab: float, n_domains: int) -> tuple[int, int]:
-    """Words every domain shares, and private words per domain (the remainder is never drawn).
+def heaps_vocabulary(n_tokens: float, minimum: int = 1000) -> int:
+    """Distinct words a collection of ``n_tokens`` tokens has by Heaps' law (at least ``minimum``).
 
     Examples
     --------
-    >>> vocabulary_split(400, 0.2, 8)
-    (80, 40)
+    >>> heaps_vocabulary(40_000), heaps_vocabulary(40_000_000)
+    (8000, 252982)
     """
-    shared = round(shared_vocab * vocab_size)
-    return shared, (vocab_size - shared) // n_domains
+    return max(minimum, round(HEAPS_K * float(n_tokens) ** HEAPS_BETA))
 
 
 @dataclass
@@ -109,31 +112,42 @@ class SyntheticConfig:
     seed : int
         Seeds every draw.
     n_domains : int
-        Domains (topics, and the unit of a principal's grant).
+        Domains: the unit of a principal's grant (a space, a team's share); topics nest in them.
     docs_per_domain : int
         Documents per domain (ignored when ``n_docs`` is set).
     n_docs : int or None
         Total documents, spread over the domains round-robin (at least ``n_domains``).
     queries_per_domain : int
         Queries per domain.
+    docs_per_topic : int
+        Documents per fine-grained topic (the relevance unit): topics grow with ``n_docs``, so a
+        query has about this many relevant documents at any corpus size.
     subtopics : int
-        Sub-topics per domain (graded relevance; documents lean to theirs).
-    vocab_size : int
-        Words ``w0000``…; too few for the domains × sub-topics is an error.
+        Sub-topics per topic (graded relevance 2; documents lean to theirs by ``topic_focus``).
+    vocab_size : int or None
+        Words ``w0…``; null: Heaps' law on the expected number of tokens
+        (`heaps_vocabulary`). Too few for the topic vocabularies is an error.
+    topic_words : int
+        Words in each topic's (and each sub-topic's) own vocabulary.
     shared_vocab : float
-        Fraction of the vocabulary every domain uses (↑ = harder retrieval), in [0, 1].
+        Share of a document's tokens drawn from the background vocabulary every topic shares
+        (Zipfian over all words; ↑ = less topical signal, harder retrieval), in [0, 1].
+    zipf : float
+        Zipf exponent of the background and of each topic's word frequencies (≥ 0; 0 = uniform).
     topic_focus : float
-        Share of a document's private words drawn from its sub-topic's slice, in [0, 1].
+        Share of a document's topical tokens drawn from its sub-topic's words, in [0, 1].
     doc_length : int
-        Mean tokens per document (1 + Poisson).
+        Mean tokens per document (log-normal).
+    length_spread : float
+        σ of the log-normal document length (0: every document ``doc_length`` long).
     query_length : int
-        Tokens per query.
+        Mean tokens per query (1 + Poisson).
     query_noise : float
-        Share of query tokens drawn from other domains' words, in [0, 1].
-    relevance : {"domain", "graded", "subtopic"}
-        ``domain``: every document of the query's domain (1, the seed's rule); ``graded``: 2 on
-        the query's sub-topic, 1 elsewhere in its domain; ``subtopic``: only the query's domain
-        and sub-topic (1).
+        Share of query tokens drawn from other topics' words, in [0, 1].
+    relevance : {"graded", "topic", "subtopic", "domain"}
+        ``graded``: 2 on the query's topic and sub-topic, 1 elsewhere in its topic; ``topic``:
+        its topic (1); ``subtopic``: its topic and sub-topic (1); ``domain``: every document of
+        its domain (1, the seed's rule — relevant sets grow with ``n_docs``).
     n_principals : int
         Principals, each granted whole domains.
     domains_per_principal : int
@@ -156,16 +170,20 @@ class SyntheticConfig:
     docs_per_domain: int = setting(5, POSITIVE)
     n_docs: int | None = setting(None, POSITIVE)
     queries_per_domain: int = setting(3, POSITIVE)
-    subtopics: int = setting(5, POSITIVE)
-    vocab_size: int = setting(400, POSITIVE)
-    shared_vocab: float = setting(0.2, _FRACTION)
-    topic_focus: float = setting(0.5, _FRACTION)
-    doc_length: int = setting(30, POSITIVE)
-    query_length: int = setting(6, POSITIVE)
-    query_noise: float = setting(0.1, _FRACTION)
-    relevance: str = setting("domain", one_of(*RELEVANCE))
+    docs_per_topic: int = setting(40, POSITIVE)
+    subtopics: int = setting(4, POSITIVE)
+    vocab_size: int | None = setting(None, POSITIVE)
+    topic_words: int = setting(80, POSITIVE)
+    shared_vocab: float = setting(0.5, _FRACTION)
+    zipf: float = setting(1.3, interval(0.0, 4.0))
+    topic_focus: float = setting(0.2, _FRACTION)
+    doc_length: int = setting(40, POSITIVE)
+    length_spread: float = setting(0.5, interval(0.0, 3.0))
+    query_length: int = setting(3, POSITIVE)
+    query_noise: float = setting(0.5, _FRACTION)
+    relevance: str = setting("graded", one_of(*RELEVANCE))
     n_principals: int = setting(4, POSITIVE)
-    domains_per_principal: int = setting(2, POSITIVE)
+    domains_per_principal: int = setting(3, POSITIVE)
     sensitivity_mix: list[float] = setting([0.6, 0.3, 0.1])  # noqa: RUF009 (a dataclass field)
 
     def problems(self) -> Iterator[tuple[str, str, Any]]:
@@ -191,13 +209,23 @@ class SyntheticConfig:
                 f"must be at most corpus.n_domains ({self.n_domains})",
                 self.domains_per_principal,
             )
-        shared, private = vocabulary_split(self.vocab_size, self.shared_vocab, self.n_domains)
-        if shared < self.vocab_size and private < self.subtopics:
-            need = shared + self.n_domains * self.subtopics
+        need = min_vocabulary(self.topic_words)
+        if self.vocab_size is not None and self.vocab_size < need:
             yield (
                 "vocab_size",
-                f"too small: shared_vocab={self.shared_vocab} leaves {private} "
-                f"private words per domain, fewer than corpus.subtopics={self.subtopics} "
-                f"(need at least {need})",
+                f"too small for corpus.topic_words={self.topic_words} (need at least {need}, "
+                "or null for Heaps' law)",
                 self.vocab_size,
             )
+
+
+def min_vocabulary(topic_words: int) -> int:
+    """The smallest ``vocab_size`` the generator accepts: topical words lie outside the
+    background's most frequent 1%, and there must be room for a topic's and a sub-topic's words.
+
+    Examples
+    --------
+    >>> min_vocabulary(40)
+    81
+    """
+    return 2 * topic_words + 1
