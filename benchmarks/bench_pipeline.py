@@ -10,7 +10,11 @@ identical; the speed-up is the ratio of the two wall times.
 
 ``scale``: every DVC stage as its own process (as `dvc repro` runs them) on a synthetic corpus of
 1,000,000 documents × 10,000 queries × 100 principals, K up to 100; each stage's wall time and
-peak RSS (from ``wait4``), and the total.
+peak RSS (from ``wait4``), and the total, then how the rank stage stored the ranking (its
+``rank.json``: head + tails or ranked to the needed depth). ``--corpus realistic`` (default) is
+the generator's own defaults at that size; ``--corpus legacy`` is the corpus of the README's
+earlier figures (1,000 domains of 1,000 documents, 20 granted per principal, 200,000 words).
+``--stages rank,filter`` times only those (the earlier ones run first, untimed).
 """
 
 from __future__ import annotations
@@ -118,49 +122,91 @@ def _run_stage(name: str, cwd: Path) -> tuple[float, float]:
     return time.perf_counter() - start, usage.ru_maxrss / 1024**2  # KiB → GiB
 
 
-def bench_scale(args: argparse.Namespace) -> None:
-    domains = args.docs // 1000
-    cfg = default_config(
-        [
-            "corpus=synthetic",
+def scale_overrides(args: argparse.Namespace) -> list[str]:
+    """The ``scale`` corpus: the generator's defaults (realistic) or the earlier figures'."""
+    if args.corpus == "realistic":
+        domains = default_config(["corpus=synthetic"])["corpus"]["n_domains"]
+        corpus = [
+            f"corpus.n_docs={args.docs}",
+            f"corpus.queries_per_domain={max(1, args.queries // domains)}",
+            f"corpus.n_principals={args.principals}",
+        ]
+    else:
+        domains = args.docs // 1000
+        corpus = [
             f"corpus.n_docs={args.docs}",
             f"corpus.n_domains={domains}",
             f"corpus.queries_per_domain={max(1, args.queries // domains)}",
             f"corpus.n_principals={args.principals}",
-            f"corpus.domains_per_principal={args.grants}",
+            f"corpus.domains_per_principal={min(args.grants, domains)}",
             f"corpus.vocab_size={args.vocab}",
-            f"evaluation.ks=[1,5,10,{args.kmax}]",
-            f"retriever.name={args.retriever}",
-            f"retriever.depth={args.kmax}",
-            "tracking.enabled=false",
+            "corpus.relevance=domain",
         ]
-    )
+    return [
+        "corpus=synthetic",
+        *corpus,
+        f"evaluation.ks=[1,5,10,{args.kmax}]",
+        f"retriever.name={args.retriever}",
+        f"retriever.depth={args.kmax}",
+        "tracking.enabled=false",
+    ]
+
+
+def bench_scale(args: argparse.Namespace) -> None:
+    cfg = default_config(scale_overrides(args))
     cfg["retriever"]["name"] = args.retriever
+    timed = set(args.stages.split(",")) if args.stages else set(STAGES)
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
+        work = Path(args.workdir) if args.workdir else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
         (work / "params.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
         rows, total_t, peak = [], 0.0, 0.0
         for name in STAGES:
+            if not timed & set(list(STAGES)[list(STAGES).index(name) :]):
+                break  # nothing timed from here on
             seconds, gib = _run_stage(name, work)
+            if name not in timed:
+                continue
             rows.append((name, seconds, gib))
             total_t, peak = total_t + seconds, max(peak, gib)
             print(f"  {name}: {seconds:.1f} s, {gib:.2f} GiB", file=sys.stderr, flush=True)
-        metrics = yaml.safe_load((work / "reports" / "metrics.json").read_text())
+        rep_path = work / "data" / "rank" / "rank.json"
+        rep = yaml.safe_load(rep_path.read_text())["representation"] if rep_path.is_file() else None
+        metrics_path = work / "reports" / "metrics.json"
+        if not metrics_path.is_file():
+            _table(rows, total_t, peak)
+            _representation(rep)
+            return
+        metrics = yaml.safe_load(metrics_path.read_text())
     print(
         f"corpus: synthetic, {args.docs:,} documents, {metrics['queries']:,} queries, "
         f"{metrics['profiles']} principals ({metrics['pairs']:,} pairs), K up to {args.kmax}, "
         f"retriever {args.retriever}\n"
     )
-    print("| stage | wall time | peak RSS |")
-    print("|---|--:|--:|")
-    for name, seconds, gib in rows:
-        print(f"| {name} | {seconds:.1f} s | {gib:.2f} GiB |")
-    print(f"| **total** | **{total_t / 60:.1f} min** | **{peak:.2f} GiB** |")
+    _table(rows, total_t, peak)
     k = metrics["k"][str(args.kmax)]
     print(
         f"\nARecall@{args.kmax} post {k['arecall_post_nonempty']:.3f} → pre "
         f"{k['arecall_pre_nonempty']:.3f} on the {k['n_nonempty']:,} pairs with R_A ≠ ∅."
     )
+    _representation(rep)
+
+
+def _table(rows: list[tuple[str, float, float]], total_t: float, peak: float) -> None:
+    print("| stage | wall time | peak RSS |")
+    print("|---|--:|--:|")
+    for name, seconds, gib in rows:
+        print(f"| {name} | {seconds:.1f} s | {gib:.2f} GiB |")
+    print(f"| **total** | **{total_t / 60:.1f} min** | **{peak:.2f} GiB** |")
+
+
+def _representation(rep: dict | None) -> None:
+    if rep is not None:
+        print(
+            f"\nrank: {rep['chosen']}, {rep['entries']:,} entries stored (head + tails "
+            f"everywhere: {rep['if_head_and_tails']:,}; ranked to the needed depth everywhere: "
+            f"{rep['if_ranked_to_needed_depth']:,})."
+        )
 
 
 def main() -> None:
@@ -180,6 +226,9 @@ def main() -> None:
     scale.add_argument("--vocab", type=int, default=200_000)
     scale.add_argument("--kmax", type=int, default=100)
     scale.add_argument("--retriever", default="tfidf")
+    scale.add_argument("--corpus", choices=("realistic", "legacy"), default="realistic")
+    scale.add_argument("--stages", default="", help="comma-separated stages to time (all)")
+    scale.add_argument("--workdir", default="", help="keep the run here (default: a temp dir)")
     args = parser.parse_args()
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     {"seed": bench_seed, "scale": bench_scale}[args.which](args)

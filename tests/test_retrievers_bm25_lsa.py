@@ -5,6 +5,8 @@ from __future__ import annotations
 import bm25s
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from arecall.core.errors import ArecallError
 from arecall.core.ranking import rank_queries
@@ -15,7 +17,7 @@ from arecall.retrievers import make_retriever
 from arecall.retrievers.bm25 import BM25
 from arecall.retrievers.dense_lsa import DenseLSA
 from arecall.retrievers.sklearn_tfidf import SklearnTfidf
-from arecall.retrievers.tfidf import tokenize
+from arecall.retrievers.tfidf import encode, tokenize
 
 from conftest import assert_proved_on_every_pair, fast_config
 
@@ -212,3 +214,36 @@ def test_the_pipeline_runs_end_to_end_on_each_retriever(retriever):
     out = run_in_memory(fast_config(f"retriever={retriever}"))
     assert_proved_on_every_pair(out)
     assert out["metrics"]["mrr"] > 0.9, "discovery: each domain's vocabulary is its own"
+
+
+# -- encoding in threads -------------------------------------------------------------------------
+
+_WORDS = ["a", "b", "Red", "w01", "apple", "ß", "\u212a9", "x-y", "", "  ", "12", "zz"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(st.sampled_from(_WORDS), max_size=6).map(" ".join), max_size=12),
+    st.integers(1, 5),
+)
+def test_encoding_in_pieces_equals_one_dictionary_encode(texts, parts):
+    """The fit's vocabulary and codes do not depend on how many threads encoded the texts."""
+    import pyarrow.compute as pc
+
+    rows, tokens = tokenize(texts)
+    whole = pc.dictionary_encode(tokens)
+    got_rows, got_codes, vocabulary = encode(texts, parts=parts)
+    assert got_rows.tolist() == rows.tolist()
+    assert got_codes.tolist() == whole.indices.to_pylist()
+    assert vocabulary.to_pylist() == whole.dictionary.to_pylist()
+
+
+def test_a_fitted_tfidf_is_the_same_encoded_in_one_piece_or_two(texts, monkeypatch):
+    from arecall.retrievers import tfidf
+
+    docs, queries = texts
+    monkeypatch.setattr(tfidf, "PARALLEL_MIN", 1)
+    split = make_retriever({"name": "tfidf"}).fit(docs).score(queries)
+    monkeypatch.setattr(tfidf, "PARALLEL_MIN", 10**9)
+    whole = make_retriever({"name": "tfidf"}).fit(docs).score(queries)
+    assert (split != whole).nnz == 0 and np.array_equal(split.data, whole.data)

@@ -112,40 +112,18 @@ class PlacedLists:
             return cls(**{f: z[f] for f in ("post", "post_rank", "pre", "pre_rank")})
 
 
-def _compact(mask: np.ndarray, ranking: np.ndarray, k_max: int) -> tuple[np.ndarray, np.ndarray]:
-    """Pack the ranked items selected by ``mask`` (P, Q, W) to the left, keeping order."""
-    slot = np.cumsum(mask, axis=2) - 1
-    keep = mask & (slot < k_max)
-    p, q, j = np.nonzero(keep)
-    items = np.full((*mask.shape[:2], k_max), -1, dtype=np.int32)
-    ranks = np.full_like(items, -1)
-    items[p, q, slot[p, q, j]] = ranking[q, j]
-    ranks[p, q, slot[p, q, j]] = j
-    return items, ranks
-
-
-def _chunks(lengths: np.ndarray, n_principals: int, budget: int) -> list[slice]:
-    """Consecutive query blocks whose padded (principals × queries × width) size fits budget."""
-    out, start, widest = [], 0, 0
-    for q, n in enumerate(lengths.tolist()):
-        wider = max(widest, n, 1)
-        if q > start and n_principals * (q - start + 1) * wider > budget:
-            out.append(slice(start, q))
-            start, wider = q, max(n, 1)
-        widest = wider
-    if start < len(lengths):
-        out.append(slice(start, len(lengths)))
-    return out
-
-
 def place_all(
     ranking: Ranking, acl: sp.spmatrix, k_max: int, *, budget: int = 1 << 24
 ) -> PlacedLists:
-    """Apply both placements for every principal and query, vectorised over query blocks.
+    """Apply both placements for every principal and query, one principal at a time.
 
-    The ranking must be deep enough for exact pre lists (`arecall.core.ranking.rank_queries`
-    guarantees it); ``budget`` bounds the elements of one block's principals × queries × depth
-    authorization array, and so the memory.
+    A principal's pre lists are its first ``k_max`` authorized items of each query's kept
+    ranking (one gather of its ACL row over every kept item, then the first ``k_max`` per
+    query), completed by the tails the rank stage found below the kept depth; its post lists
+    are the pre items ranked above ``k_max`` (post ⊆ pre: an authorized item in the first K
+    has fewer than K authorized items before it). The ranking must be deep enough for exact
+    pre lists (`arecall.core.ranking.rank_queries` guarantees it); ``budget`` bounds the items
+    gathered at once (memory), not the result.
 
     Parameters
     ----------
@@ -165,27 +143,44 @@ def place_all(
     """
     if k_max <= 0:
         raise ValueError(f"k_max must be positive, got {k_max}")
-    allowed = np.asarray(acl.toarray(), dtype=bool)
+    allowed = np.ascontiguousarray(np.asarray(sp.csr_matrix(acl).toarray(), dtype=bool))
     n_principals, n_queries = allowed.shape[0], ranking.n_queries
     shape = (n_principals, n_queries, k_max)
     out = {f: np.full(shape, -1, dtype=np.int32) for f in ("post", "post_rank", "pre", "pre_rank")}
-    chunks = _chunks(ranking.lengths, n_principals, budget)
-    bar = len(chunks) > 1  # a terminal shows a bar past one block (tqdm: none on a pipe)
-    for rows in tqdm(chunks, desc="filter", unit="block", disable=None if bar else True):
-        block = ranking.padded(rows=rows)
-        valid = block >= 0
-        auth = allowed[:, np.where(valid, block, 0)] & valid[None, :, :]
-        pre, pre_rank = _compact(auth, block, k_max)
-        post, post_rank = _compact(auth[:, :, :k_max], block[:, :k_max], k_max)
-        for name, arr in (
-            ("post", post),
-            ("post_rank", post_rank),
-            ("pre", pre),
-            ("pre_rank", pre_rank),
-        ):
-            out[name][:, rows, : arr.shape[2]] = arr
+    flat = {f: a.reshape(n_principals, n_queries * k_max) for f, a in out.items()}  # views
+    spans = _query_spans(ranking.indptr, max(budget // 4, 1))
+    bar = len(spans) > 1  # a terminal shows a bar past one block (tqdm: none on a pipe)
+    for q_lo, q_hi in tqdm(spans, desc="filter", unit="block", disable=None if bar else True):
+        lo, hi = int(ranking.indptr[q_lo]), int(ranking.indptr[q_hi])
+        docs = ranking.doc_index[lo:hi]
+        query_of = np.repeat(np.arange(q_lo, q_hi, dtype=np.int64), ranking.lengths[q_lo:q_hi])
+        rank_of = np.arange(lo, hi, dtype=np.int64) - ranking.indptr[query_of]
+        for p in range(n_principals):
+            at = np.flatnonzero(allowed[p][docs])  # p's items, in (query, rank) order
+            if not len(at):
+                continue
+            query = query_of[at]
+            slot = positions_in_runs(query)
+            first = slot < k_max
+            at, query, slot = at[first], query[first], slot[first]
+            rank, doc, cell = rank_of[at], docs[at], query * k_max + slot
+            flat["pre"][p, cell], flat["pre_rank"][p, cell] = doc, rank
+            top = rank < k_max  # a prefix of each query's pre items: the post list
+            flat["post"][p, cell[top]], flat["post_rank"][p, cell[top]] = doc[top], rank[top]
     _append_tails(ranking, out["pre"], out["pre_rank"])
     return PlacedLists(**out)
+
+
+def _query_spans(indptr: np.ndarray, size: int) -> list[tuple[int, int]]:
+    """Consecutive query ranges holding about ``size`` kept items each (at least one query)."""
+    n_queries = len(indptr) - 1
+    out, q = [], 0
+    while q < n_queries:
+        stop = int(np.searchsorted(indptr, indptr[q] + size, side="right")) - 1
+        stop = min(max(stop, q + 1), n_queries)
+        out.append((q, stop))
+        q = stop
+    return out
 
 
 def _append_tails(

@@ -1,36 +1,59 @@
 """Rankings: per query, documents in descending score order, ties by ascending document id.
 
 Every retriever returns sparse queries × documents scores; `rank_queries` turns them into a
-ragged `Ranking` one query at a time, keeping only documents that score above zero (as the seed
-does). Scores are compared after rounding to 12 decimals, so two scores equal in exact arithmetic
-but different in the last bit (another library's summation order) still tie and fall back to the
-id order, identically in every implementation.
+ragged `Ranking` a block of queries at a time (one sort per block, no Python loop per query),
+keeping only documents that score above zero (as the seed does). Scores are compared after
+rounding to 12 decimals, so two scores equal in exact arithmetic but different in the last bit
+(another library's summation order) still tie and fall back to the id order, identically in every
+implementation.
 
 How deep a ranking is kept is decided per query. ``depth=None`` keeps every positive document
-(the seed's full ranking). An integer keeps the first ``max(depth, k_max)`` documents — enough for
-every top-K metric and for the post placement — plus, for each principal that has fewer than
-``k_max`` authorized documents among them, its next authorized documents further down (the
-*tail*), found in the full row. So the pre list — the first K authorized items of the full
-ranking — stays exact while only what it needs is stored. The rank of the first relevant
-document is taken from the full row too, so MRR is exact.
+(the seed's full ranking). An integer ``depth`` keeps at least the first ``max(depth, k_max)``
+documents (the *head*) — enough for every top-K metric and for the post placement — and keeps
+the pre lists (each principal's first ``k_max`` authorized documents of the full ranking) exact
+in whichever of two ways stores fewer entries for that query:
+
+* **head + tails**: the head, plus each principal's authorized documents below it that its pre
+  list needs (the *tails*: principal, document, rank) — small with few principals;
+* **ranked to the needed depth**: the ranking down to the deepest document any principal's pre
+  list reaches, no tails — small with many principals (with 100 principals the tails can hold
+  several times more entries than the ranking itself).
+
+`Ranking.sizes` reports both totals and the choice (the rank stage prints and saves it). The rank
+of the first relevant document is taken from the full row, so MRR is exact either way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
 from arecall.core.errors import ArecallError
-from arecall.core.ragged import expand, offsets, positions_in_groups, positions_in_runs
+from arecall.core.ragged import (
+    expand,
+    offsets,
+    positions_in_groups,
+    positions_in_runs,
+    run_starts,
+)
 from arecall.io.atomic import write_npz
 
 __all__ = ["TIE_DECIMALS", "Ranking", "rank_queries", "rank_scores"]
 
 TIE_DECIMALS = 12
+# One int64 sort key per entry: the row above bit 52, the 12-decimal score grid below. Exact for
+# scores under 2**12 (there 10**-12 exceeds the float64 spacing, so distinct grid points stay
+# distinct rounded floats) and blocks under 2**11 rows; anything else sorts on the floats.
+_SCORE_BITS = 52
+_SCORE_MASK = (1 << _SCORE_BITS) - 1
+_PACKED_LIMIT = float(1 << 12)
+_PACKED_ROWS = 1 << 11
+#: What `Ranking.sizes` counts (summed over blocks; plus ``queries``).
+_SIZES = ("head_entries", "tail_entries", "depth_entries", "kept_entries", "queries_as_tails")
 _FIELDS = (
     "indptr",
     "doc_index",
@@ -62,6 +85,11 @@ class Ranking:
         Authorized documents below the kept depth that a principal's pre list needs: which
         principal and query, which document, and its 0-based rank in the full ranking. Sorted
         by (query, principal, rank); empty when the whole ranking is kept.
+    sizes : mapping of str to int
+        How `rank_queries` chose to store it (not saved): ``head_entries`` + ``tail_entries``
+        (head and tails for every query), ``depth_entries`` (every query ranked as deep as its
+        pre lists need), ``kept_entries`` (what is stored: the smaller of the two per query),
+        ``queries_as_tails`` and ``queries``. Empty for a loaded ranking.
     """
 
     indptr: np.ndarray
@@ -73,6 +101,7 @@ class Ranking:
     tail_query: np.ndarray
     tail_doc: np.ndarray
     tail_rank: np.ndarray
+    sizes: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def n_queries(self) -> int:
@@ -115,49 +144,134 @@ class Ranking:
             return cls(**{f: z[f] for f in _FIELDS})
 
 
-def _first_d(key: np.ndarray, idx: np.ndarray, d: int) -> np.ndarray:
-    """Positions of the ``d`` best entries by (key, idx), in order; exact under ties."""
-    n = len(key)
-    if d >= n:
-        return np.lexsort((idx, key))
-    part = np.argpartition(key, d - 1)[:d]
-    threshold = key[part].max()
-    better = np.flatnonzero(key < threshold)
-    equal = np.flatnonzero(key == threshold)
-    equal = equal[np.argsort(idx[equal], kind="stable")[: d - len(better)]]
-    chosen = np.concatenate([better, equal])
-    return chosen[np.lexsort((idx[chosen], key[chosen]))]
+def _sorted_block(block: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One block's positive entries ordered by (row, rounded score descending, id ascending).
 
-
-def _rank_of(key: np.ndarray, idx: np.ndarray, at: int) -> int:
-    """1-based rank of entry ``at`` among all entries ordered by (key, idx)."""
-    return int(np.count_nonzero((key < key[at]) | ((key == key[at]) & (idx < idx[at])))) + 1
-
-
-def _rank_row(
-    key: np.ndarray, idx: np.ndarray, allowed_t: np.ndarray, k_max: int, depth: int
-) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """One row: the kept head (positions, in order) and the tails (principal, position, rank).
-
-    ``allowed_t`` is the ACL transposed (documents × principals, C order), so gathering the
-    rows of a query's documents reads contiguous memory.
+    Returns the row of each entry, its document, its score and its 0-based rank in its row.
+    Scores below `_PACKED_LIMIT` sort as one int64 key per entry (row, then the score's
+    12-decimal integer ``rint(score × 10**12)`` — the number `numpy.round` divides back — so the
+    order and the ties are those of the rounded floats); larger scores sort on the rounded
+    floats themselves. Either way the sort is stable over ascending ids.
     """
-    n = len(key)
-    head = _first_d(key, idx, min(depth, n))
-    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
-    if len(head) == n or allowed_t.shape[1] == 0:
-        return head, empty
-    need = k_max - allowed_t[idx[head]].sum(axis=0)
-    if not (need > 0).any():
-        return head, empty
-    order = np.lexsort((idx, key))  # a principal is short of authorized items: go down the row
-    rest = order[len(head) :]
-    position, who = np.nonzero(allowed_t[idx[rest]])
-    by_principal = np.argsort(who, kind="stable")
-    who, position = who[by_principal], position[by_principal]
-    keep = positions_in_runs(who) < need[who]
-    who, position = who[keep], position[keep]
-    return head, (who.astype(np.int64), rest[position], len(head) + position.astype(np.int64))
+    block = sp.csr_matrix(block)
+    if not block.has_sorted_indices:
+        block = block.sorted_indices()
+    vals = np.asarray(block.data, dtype=np.float64)
+    idx = block.indices
+    keep = vals > 0
+    lengths = np.diff(block.indptr)
+    if not keep.all():
+        vals, idx = vals[keep], idx[keep]
+        lengths = np.bincount(
+            np.repeat(np.arange(block.shape[0]), lengths)[keep], minlength=block.shape[0]
+        )
+    rows = np.repeat(np.arange(block.shape[0], dtype=np.int64), lengths)
+    if len(vals) and vals.max() < _PACKED_LIMIT and block.shape[0] < _PACKED_ROWS:
+        grid = np.rint(vals * 10.0**TIE_DECIMALS).astype(np.int64)
+        order = np.argsort((rows << _SCORE_BITS) + (_SCORE_MASK - grid), kind="stable")
+    else:
+        order = np.lexsort((-np.round(vals, TIE_DECIMALS), rows))
+    rank = positions_in_groups(lengths)
+    return rows, idx[order].astype(np.int32), vals[order], rank
+
+
+def _first_relevant(
+    rows: np.ndarray, docs: np.ndarray, rank: np.ndarray, rel: sp.csr_matrix, n_rows: int
+) -> np.ndarray:
+    """1-based rank of each row's first relevant entry (0: none), entries in ranked order."""
+    out = np.zeros(n_rows, dtype=np.int64)
+    if rel.nnz == 0 or len(docs) == 0:
+        return out
+    n_docs = rel.shape[1]
+    keys = np.repeat(np.arange(n_rows, dtype=np.int64), np.diff(rel.indptr)) * n_docs
+    keys += rel.indices
+    probe = rows * n_docs + docs
+    at = np.minimum(np.searchsorted(keys, probe), len(keys) - 1)
+    hit = np.flatnonzero(keys[at] == probe)
+    if len(hit):
+        first = hit[run_starts(rows[hit])]
+        out[rows[first]] = rank[first] + 1
+    return out
+
+
+@dataclass
+class _Block:
+    """What `_rank_block` keeps of one block of queries."""
+
+    lengths: np.ndarray
+    docs: np.ndarray
+    scores: np.ndarray
+    first_relevant: np.ndarray
+    n_positive: np.ndarray
+    tails: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+    sizes: dict[str, int]
+
+
+def _rank_block(
+    block: sp.csr_matrix,
+    first_query: int,
+    head_depth: int | None,
+    allowed: np.ndarray | None,
+    k_max: int,
+    rel: sp.csr_matrix | None,
+) -> _Block:
+    """Rank one block of queries and keep, per query, the smaller exact representation."""
+    n_rows = block.shape[0]
+    rows, docs, scores, rank = _sorted_block(block)
+    n_positive = np.bincount(rows, minlength=n_rows).astype(np.int64)
+    first_relevant = (
+        np.zeros(n_rows, dtype=np.int64)
+        if rel is None
+        else _first_relevant(rows, docs, rank, rel[first_query : first_query + n_rows], n_rows)
+    )
+    head = n_positive if head_depth is None else np.minimum(n_positive, head_depth)
+    needed = head.copy()  # depth the pre lists need, if ranked that deep with no tails
+    n_tails = np.zeros(n_rows, dtype=np.int64)
+    found: list[tuple[int, np.ndarray]] = []
+    if head_depth is not None and allowed is not None and (head < n_positive).any():
+        for p in range(allowed.shape[0]):
+            at = np.flatnonzero(allowed[p][docs])  # principal p's documents, in ranked order
+            if not len(at):
+                continue
+            at = at[positions_in_runs(rows[at]) < k_max]  # its first k_max per query
+            r = rows[at]
+            last = at[np.r_[r[1:] != r[:-1], True]]  # one per query: its deepest needed item
+            needed[rows[last]] = np.maximum(needed[rows[last]], rank[last] + 1)
+            below = at[rank[at] >= head[r]]
+            if len(below):
+                n_tails += np.bincount(rows[below], minlength=n_rows)
+                found.append((p, below))
+    as_tails = head + n_tails < needed  # head + tails is smaller: keep that, else rank deeper
+    kept = np.where(as_tails, head, needed)
+    keep = rank < kept[rows]
+    parts = [
+        (np.full(len(at), p, np.int32), at)
+        for p, at in ((p, below[as_tails[rows[below]]]) for p, below in found)
+        if len(at)
+    ]
+    if parts:
+        principal = np.concatenate([w for w, _ in parts])
+        at = np.concatenate([a for _, a in parts])
+        order = np.argsort(rows[at], kind="stable")  # (query, principal, rank)
+        principal, at = principal[order], at[order]
+        tails = (
+            principal,
+            (rows[at] + first_query).astype(np.int32),
+            docs[at],
+            rank[at].astype(np.int32),
+        )
+    else:
+        tails = tuple(np.zeros(0, np.int32) for _ in range(4))  # type: ignore[assignment]
+    sizes = {
+        "head_entries": int(head.sum()),
+        "tail_entries": int(n_tails.sum()),
+        "depth_entries": int(needed.sum()),
+        "kept_entries": int(kept.sum()) + int(n_tails[as_tails].sum()),
+        "queries_as_tails": int((as_tails & (n_tails > 0)).sum()),
+    }
+    return _Block(
+        kept.astype(np.int64), docs[keep], scores[keep], first_relevant, n_positive, tails, sizes
+    )
 
 
 def rank_queries(
@@ -178,9 +292,11 @@ def rank_queries(
     n_queries : int
         Total rows across the chunks.
     depth : int, optional
-        ``None`` keeps every document scoring > 0; an integer keeps at least that many and
-        extends each query until every principal of ``acl`` has ``k_max`` authorized documents
-        in it (or has all of its authorized documents in it).
+        ``None`` keeps every document scoring > 0. An integer keeps at least
+        ``max(depth, k_max)`` per query (a depth below ``k_max`` is raised to it here; the rank
+        stage refuses such a configuration, `check_depth`), and keeps every principal's first
+        ``k_max`` authorized documents exactly, as head + tails or by ranking deeper, whichever
+        stores fewer entries for that query (see the module docstring).
     acl : sparse bool matrix (principals × documents), optional
     k_max : int
         The largest K that will be evaluated.
@@ -195,68 +311,57 @@ def rank_queries(
     >>> r = rank_queries([s], n_queries=1, depth=1, acl=acl, k_max=1)
     >>> r.padded().tolist(), r.tail_doc.tolist(), r.tail_rank.tolist()
     ([[0]], [3], [3])
+    >>> wide = sp.csr_matrix([[False, True, True, True]])  # 4 ranked beat 3 + 2 tails
+    >>> r = rank_queries([s], n_queries=1, depth=1, acl=sp.vstack([acl, wide]), k_max=3)
+    >>> r.padded().tolist(), r.tail_doc.tolist(), r.sizes["kept_entries"]
+    ([[0, 1, 2, 3]], [], 4)
     """
     if depth is not None and depth <= 0:
         raise ArecallError(f"retriever.depth: must be a positive integer or null, got {depth}")
-    depth = None if depth is None else max(depth, k_max)  # top-K metrics need K deep at least
-    allowed_t = (  # documents × principals, so a query's documents are contiguous rows
-        np.zeros((0, 0), dtype=bool)
-        if acl is None
-        else np.ascontiguousarray(np.asarray(acl.toarray(), dtype=bool).T)
-    )
-    rel = None if relevance is None else sp.csr_matrix(relevance)
-    lengths = np.zeros(n_queries, dtype=np.int64)
-    first_relevant = np.zeros(n_queries, dtype=np.int64)
-    n_positive = np.zeros(n_queries, dtype=np.int64)
-    docs: list[np.ndarray] = []
-    scores: list[np.ndarray] = []
-    tails: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    head_depth = None if depth is None else max(depth, k_max)  # top-K metrics need K deep
+    allowed = None if acl is None or depth is None else _dense_acl(acl)
+    rel = None if relevance is None else sp.csr_matrix(relevance).sorted_indices()
+    blocks: list[_Block] = []
     q = 0
     for chunk in score_chunks:
-        block = sp.csr_matrix(chunk)
-        for r in range(block.shape[0]):
-            lo, hi = block.indptr[r], block.indptr[r + 1]
-            vals, idx = block.data[lo:hi], block.indices[lo:hi]
-            keep = vals > 0
-            vals, idx = vals[keep].astype(np.float64), idx[keep]
-            key = -np.round(vals, TIE_DECIMALS)
-            n_positive[q] = len(vals)
-            if rel is not None and len(vals):
-                relevant = np.isin(idx, rel.indices[rel.indptr[q] : rel.indptr[q + 1]])
-                if relevant.any():
-                    sub = np.flatnonzero(relevant)
-                    best = sub[_first_d(key[sub], idx[sub], 1)[0]]
-                    first_relevant[q] = _rank_of(key, idx, best)
-            head, (who, at, rank) = _rank_row(key, idx, allowed_t, k_max, depth or len(vals) or 1)
-            lengths[q] = len(head)
-            docs.append(idx[head].astype(np.int32))
-            scores.append(vals[head])
-            if len(who):
-                tails.append(
-                    (
-                        who.astype(np.int32),
-                        np.full(len(who), q, dtype=np.int32),
-                        idx[at].astype(np.int32),
-                        rank.astype(np.int32),
-                    )
-                )
-            q += 1
+        for block in _row_slices(sp.csr_matrix(chunk)):
+            blocks.append(_rank_block(block, q, head_depth, allowed, k_max, rel))
+            q += block.shape[0]
     if q != n_queries:
         raise ValueError(f"score chunks held {q} rows, expected {n_queries}")
-    indptr = offsets(np.asarray(lengths, dtype=np.int64))
-    columns = list(zip(*tails, strict=True)) if tails else [(np.zeros(0),)] * 4
-    tail = [np.concatenate(column) for column in columns]
+
+    def joined(arrays: list[np.ndarray], dtype: type) -> np.ndarray:
+        return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.zeros(0, dtype)
+
+    sizes = {key: sum(b.sizes[key] for b in blocks) for key in _SIZES}
+    sizes["queries"] = n_queries
     return Ranking(
-        indptr=indptr,
-        doc_index=np.concatenate(docs) if docs else np.zeros(0, dtype=np.int32),
-        score=np.concatenate(scores) if scores else np.zeros(0, dtype=np.float64),
-        first_relevant=first_relevant,
-        n_positive=n_positive,
-        tail_principal=tail[0].astype(np.int32),
-        tail_query=tail[1].astype(np.int32),
-        tail_doc=tail[2].astype(np.int32),
-        tail_rank=tail[3].astype(np.int32),
+        indptr=offsets(joined([b.lengths for b in blocks], np.int64)),
+        doc_index=joined([b.docs for b in blocks], np.int32),
+        score=joined([b.scores for b in blocks], np.float64),
+        first_relevant=joined([b.first_relevant for b in blocks], np.int64),
+        n_positive=joined([b.n_positive for b in blocks], np.int64),
+        tail_principal=joined([b.tails[0] for b in blocks], np.int32),
+        tail_query=joined([b.tails[1] for b in blocks], np.int32),
+        tail_doc=joined([b.tails[2] for b in blocks], np.int32),
+        tail_rank=joined([b.tails[3] for b in blocks], np.int32),
+        sizes=sizes,
     )
+
+
+def _dense_acl(acl: sp.spmatrix) -> np.ndarray:
+    """The ACL as a dense principals × documents bool array (row p: one contiguous gather)."""
+    return np.ascontiguousarray(np.asarray(sp.csr_matrix(acl).toarray(), dtype=bool))
+
+
+def _row_slices(matrix: sp.csr_matrix) -> Iterable[sp.csr_matrix]:
+    """``matrix`` in blocks of at most `_PACKED_ROWS` - 1 rows (what one packed sort key holds)."""
+    step = _PACKED_ROWS - 1
+    if matrix.shape[0] <= step:
+        yield matrix
+        return
+    for start in range(0, matrix.shape[0], step):
+        yield matrix[start : start + step]
 
 
 def rank_scores(scores: sp.spmatrix, depth: int | None = None) -> Ranking:

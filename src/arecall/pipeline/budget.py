@@ -14,7 +14,8 @@ configuration refused here could not have run. What they count:
   share are defined for it; the lists are padded); it is refused only when this does not fit.
 * **corpus=synthetic** (`arecall.data.sources.synthetic`): per document three int64 columns,
   its id's digits (int64 each) and its text (``doc_length`` words ``w…`` and a space); per
-  judgment (queries × documents of the query's domain) two int64 rows and a float64 grade;
+  judgment (queries × documents of the query's topic; of its domain with ``relevance=domain``)
+  two int64 rows and a float64 grade;
   per grant an int64 code.
 * **corpus=vectors** (the ``vector_search`` experiment's corpus): the float32 document and
   query vectors.
@@ -243,7 +244,9 @@ def _synthetic_memory(corpus: Mapping[str, Any]) -> None:
     id_width = len(str(max(n - 1, 0)))
     word_width = len(str(max(spec.vocab_size - 1, 0)))
     per_doc = 3 * 8 + 8 * id_width + spec.doc_length * (word_width + 2)
-    per_query = spec.n_docs // spec.n_domains
+    # judged documents per query: its domain's (relevance=domain) or its topic's (the rest)
+    groups = spec.n_domains if spec.relevance == "domain" else spec.n_topics
+    per_query = spec.n_docs // max(groups, 1)
     if spec.relevance == "subtopic":
         per_query //= spec.subtopics
     judgments = spec.n_queries * per_query * 24

@@ -40,6 +40,8 @@ class Layout:
 
     corpus = property(lambda self: self.data / "corpus")
     ranking = property(lambda self: self.data / "rank" / "ranking.npz")
+    #: how the rank stage stored the ranking (head + tails or ranked to the needed depth)
+    rank_info = property(lambda self: self.data / "rank" / "rank.json")
     lists = property(lambda self: self.data / "filter" / "lists.npz")
     pairs = property(lambda self: self.data / "score" / "pairs.parquet")
     metrics = property(lambda self: self.reports / "metrics.json")

@@ -32,7 +32,7 @@ from arecall.core.errors import ArecallError
 from arecall.core.schema import validate
 from arecall.retrievers.config import BM25_METHODS as METHODS
 from arecall.retrievers.config import BM25Config
-from arecall.retrievers.tfidf import tokenize
+from arecall.retrievers.tfidf import encode, tokenize
 
 # bm25s sets its own logger to DEBUG at import; under Hydra's logging that put "[DEBUG]" lines
 # into every sweep. Its warnings still show.
@@ -120,15 +120,13 @@ class BM25:
 
     def fit(self, documents: Sequence[str]) -> BM25:
         """Index ``documents`` with bm25s (token ids from this tokeniser's vocabulary)."""
-        rows, tokens = tokenize(documents)
-        if len(tokens) == 0:
+        rows, codes, self._vocabulary = encode(documents)
+        if len(codes) == 0:
             raise ArecallError("retriever=bm25: the documents contain no [a-z0-9]+ token")
-        encoded = pc.dictionary_encode(tokens)
-        self._vocabulary = encoded.dictionary
         vocab = {str(t): i for i, t in enumerate(self._vocabulary.to_pylist())}
         # each document as its list of term ids (bm25s counts tf and length itself), made on
         # demand: a million documents' lists held at once would take gigabytes
-        corpus = _Tokenized(_TermIds(encoded.indices.to_numpy(), rows, len(documents)), vocab)
+        corpus = _Tokenized(_TermIds(codes, rows, len(documents)), vocab)
         self.model = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
         self.model.index(corpus, create_empty_token=False, show_progress=False)
         s = self.model.scores

@@ -35,7 +35,7 @@ from arecall.core.errors import ArecallError
 from arecall.core.ragged import offsets
 from arecall.core.schema import validate
 from arecall.retrievers.config import DenseLSAConfig
-from arecall.retrievers.tfidf import tokenize
+from arecall.retrievers.tfidf import encode, tokenize
 
 __all__ = ["BLOCK_CELLS", "DenseLSA"]
 
@@ -93,13 +93,11 @@ class DenseLSA:
 
     def _counts(self, texts: Sequence[str], *, fit: bool = False) -> sp.csr_matrix:
         """Term counts, texts × vocabulary (terms outside the fitted vocabulary dropped)."""
-        rows, tokens = tokenize(texts)
         if fit:
-            encoded = pc.dictionary_encode(tokens)
-            self._vocabulary = encoded.dictionary
-            codes = encoded.indices.to_numpy().astype(np.int64)
+            rows, codes, self._vocabulary = encode(texts)
             seen = np.ones(len(codes), dtype=bool)
         else:
+            rows, tokens = tokenize(texts)
             found = pc.index_in(tokens, value_set=self._vocabulary).to_numpy(zero_copy_only=False)
             seen = ~np.isnan(found.astype(np.float64))
             codes = found[seen].astype(np.int64)

@@ -12,14 +12,18 @@ object is created per token, and a million documents take seconds.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
-__all__ = ["TOKEN_PATTERN", "SeedTfidf", "l2_normalize_rows", "tokenize"]
+from arecall.core.ragged import offsets
+
+__all__ = ["TOKEN_PATTERN", "SeedTfidf", "encode", "l2_normalize_rows", "tokenize"]
 
 TOKEN_PATTERN = r"[a-z0-9]+"
 
@@ -63,6 +67,54 @@ def tokenize(texts: Sequence[str]) -> tuple[np.ndarray, pa.Array]:
     flat = pc.list_flatten(pieces)
     keep = pc.greater(pc.utf8_length(flat), 0)
     return rows[keep.to_numpy(zero_copy_only=False)], flat.filter(keep)
+
+
+#: Texts below this many are encoded in one piece (threads cost more than they save).
+PARALLEL_MIN = 20_000
+
+
+def _encode_part(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, pa.Array]:
+    rows, tokens = tokenize(texts)
+    encoded = pc.dictionary_encode(tokens)
+    return rows, encoded.indices.to_numpy().astype(np.int64), encoded.dictionary
+
+
+def encode(
+    texts: Sequence[str], parts: int | None = None
+) -> tuple[np.ndarray, np.ndarray, pa.Array]:
+    """Every token's text index and vocabulary code, the vocabulary in first-appearance order.
+
+    Exactly ``tokenize`` then Arrow's ``dictionary_encode`` — the same codes, the same
+    vocabulary — but the texts are split into ``parts`` consecutive pieces encoded in threads
+    (Arrow's kernels release the GIL; default: one per core, at most 2, for `PARALLEL_MIN`
+    texts or more), then the pieces' vocabularies are merged: a later piece's new words are
+    appended in its own first-appearance order, which is the whole text's.
+
+    Examples
+    --------
+    >>> rows, codes, vocabulary = encode(["b a", "c b", "a"], parts=2)
+    >>> rows.tolist(), codes.tolist(), vocabulary.to_pylist()
+    ([0, 0, 1, 1, 2], [0, 1, 2, 0, 1], ['b', 'a', 'c'])
+    """
+    if parts is None:
+        parts = min(2, os.cpu_count() or 1) if len(texts) >= PARALLEL_MIN else 1
+    step = max(1, -(-len(texts) // max(parts, 1)))
+    starts = list(range(0, len(texts), step)) or [0]
+    if len(starts) == 1:
+        return _encode_part(texts)
+    with ThreadPoolExecutor(len(starts)) as pool:
+        pieces = list(pool.map(_encode_part, [texts[a : a + step] for a in starts]))
+    vocabulary = pieces[0][2]
+    all_rows, all_codes = [pieces[0][0]], [pieces[0][1]]
+    for start, (rows, codes, words) in zip(starts[1:], pieces[1:], strict=True):
+        found = pc.fill_null(pc.index_in(words, value_set=vocabulary), -1).to_numpy()
+        mapping = found.astype(np.int64)
+        new = mapping < 0
+        mapping[new] = len(vocabulary) + np.arange(int(new.sum()))
+        vocabulary = pa.concat_arrays([vocabulary, words.filter(pa.array(new))])
+        all_rows.append(rows + start)
+        all_codes.append(mapping[codes])
+    return np.concatenate(all_rows), np.concatenate(all_codes), vocabulary
 
 
 def l2_normalize_rows(matrix: sp.csr_matrix) -> sp.csr_matrix:
@@ -109,13 +161,14 @@ class SeedTfidf:
     """
 
     def fit(self, documents: Sequence[str]) -> SeedTfidf:
-        rows, tokens = tokenize(documents)
-        encoded = pc.dictionary_encode(tokens)
-        self._vocabulary = encoded.dictionary
-        codes = encoded.indices.to_numpy()
+        rows, codes, self._vocabulary = encode(documents)
         shape = (len(documents), len(self._vocabulary))
-        counts = sp.csr_matrix((np.ones(len(codes)), (rows, codes)), shape=shape)
-        counts.sum_duplicates()
+        # tokens come in text order: CSR straight from the codes, without COO's copies
+        indptr = offsets(np.bincount(rows, minlength=shape[0]))
+        del rows
+        counts = sp.csr_matrix((np.ones(len(codes)), codes.astype(np.int32), indptr), shape=shape)
+        del codes
+        counts.sum_duplicates()  # sorts each row's terms and counts repeats, as COO → CSR does
         n = shape[0]
         df = np.bincount(counts.indices, minlength=shape[1])
         self._idf = np.log((n + 1) / (df + 1.0)) + 1.0
