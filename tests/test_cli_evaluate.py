@@ -133,10 +133,11 @@ def test_mlflow_logs_the_summary_as_a_run(files: Path, monkeypatch, capsys) -> N
     monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
     assert evaluate_main(acl_args(files, "--k", "1,2", "--mlflow")) == 0
     assert f"to {uri}" in capsys.readouterr().err
-    import mlflow
+    from mlflow import MlflowClient
 
-    mlflow.set_tracking_uri(uri)
-    (run,) = mlflow.search_runs(experiment_names=["arecall-evaluate"], output_format="list")
+    client = MlflowClient(tracking_uri=uri)  # not the global URI: later tests in this process
+    experiment = client.get_experiment_by_name("arecall-evaluate")
+    (run,) = client.search_runs([experiment.experiment_id])
     assert run.data.metrics["arecall_pre_at_1"] == pytest.approx(5 / 6)
     assert "gap_p_value_at_2" in run.data.metrics
     assert run.data.params["placement"] == "post"

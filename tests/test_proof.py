@@ -200,3 +200,66 @@ def test_a_negative_gap_in_the_scores_is_refuted_by_name():
     gap = proof.check_run(lists, broken, acl, **names)[1]
     assert (gap.claim, gap.passed) == ("run_gap_non_negative", False)
     assert gap.counterexample == "principal 'ann', query 'q1', K=1: Δ = -0.250000"
+
+
+def _subset_reference(lists: PlacedLists, ks: tuple[int, ...]) -> tuple[int, int, int, int] | None:
+    """post ⊆ pre the plain way: per principal, per K, per list (the first failure)."""
+    n_p, n_q, _ = lists.pre.shape
+    for p in range(n_p):
+        for k in ks:
+            for q in range(n_q):
+                pre = {
+                    (int(d), int(r))
+                    for d, r in zip(lists.pre[p, q, :k], lists.pre_rank[p, q, :k], strict=True)
+                    if r >= 0
+                }
+                for j in range(lists.post.shape[2]):
+                    d, r = int(lists.post[p, q, j]), int(lists.post_rank[p, q, j])
+                    if d >= 0 and 0 <= r < k and (d, r) not in pre:
+                        return p, q, j, k
+    return None
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    breaks=st.integers(0, 4),
+    block=st.integers(1, 4),
+)
+def test_the_vectorised_subset_check_names_the_reference_counterexample(seed, breaks, block):
+    from arecall.core.engine import LocalEngine
+    from arecall.core.ranking import rank_queries
+
+    rng = np.random.default_rng(seed)
+    n_p, n_q, n_d, ks = 3, 4, 16, (1, 2, 5)
+    scores = sp.csr_matrix(rng.random((n_q, n_d)) * (rng.random((n_q, n_d)) < 0.7))
+    acl = sp.csr_matrix(rng.random((n_p, n_d)) < 0.5)
+    ranking = rank_queries([scores], n_queries=n_q)
+    lists = place_all(ranking, acl, max(ks))
+    pre, pre_rank = lists.pre.copy(), lists.pre_rank.copy()
+    for _ in range(breaks):  # drop a pre item, or swap two, or move one's rank
+        p, q, j = rng.integers(0, n_p), rng.integers(0, n_q), rng.integers(0, max(ks))
+        choice = rng.integers(0, 3)
+        if choice == 0:
+            pre[p, q, j:] = np.r_[pre[p, q, j + 1 :], -1]
+            pre_rank[p, q, j:] = np.r_[pre_rank[p, q, j + 1 :], -1]
+        elif choice == 1:
+            pre[p, q, j] = rng.integers(0, n_d)
+        else:
+            pre_rank[p, q, j] = pre_rank[p, q, j] + 1 if pre_rank[p, q, j] >= 0 else -1
+    broken = dataclasses.replace(lists, pre=pre, pre_rank=pre_rank)
+    s = proof._batch(proof.Case(ranking=(0,), allowed=frozenset({0}), relevant=frozenset(), k=1))[1]
+    s = dataclasses.replace(s, ks=ks)
+    names = {
+        "query_ids": np.array([f"q{i}" for i in range(n_q)], dtype=object),
+        "principals": np.array([f"p{i}" for i in range(n_p)], dtype=object),
+        "doc_ids": np.array([f"d{i}" for i in range(n_d)], dtype=object),
+    }
+    run = proof.RunData(broken, s, acl, **names)
+    got = proof._run_claims(run, LocalEngine(block=block))[0]
+    want = _subset_reference(broken, ks)
+    assert got.passed == (want is None)
+    if want is not None:
+        p, q, j, k = want
+        item = names["doc_ids"][broken.post[p, q, j]]
+        assert got.counterexample == f"{run.where(p, q, k)}: post item {item!r} not in pre"

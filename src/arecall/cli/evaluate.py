@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 
 import pandas as pd
 
+from arecall.core.engine import ENGINES, make_engine
 from arecall.core.errors import ArecallError, print_error
 from arecall.core.placement import PLACEMENTS
 from arecall.evaluate.evaluation import Evaluation, compare, evaluate, parse_ks
@@ -134,6 +135,25 @@ def _evaluate_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the resampling (default 0)")
     p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="local",
+        help="where the per-principal measures run: this process (default) or a Dask "
+        "cluster, sharded by blocks of principals (same figures either way; needs --acl)",
+    )
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="the Dask scheduler for --engine dask, e.g. tcp://127.0.0.1:8786",
+    )
+    p.add_argument(
+        "--block-principals",
+        type=int,
+        default=0,
+        metavar="N",
+        help="principals per block (one cluster task each); 0: sized automatically",
+    )
+    p.add_argument(
         "--mlflow",
         action="store_true",
         help="log the summary as an MLflow run to MLFLOW_TRACKING_URI, else "
@@ -208,6 +228,14 @@ def _evaluate(argv: list[str]) -> int:
         raise ArecallError(f"--worst: expected N >= 0, got {args.worst}")
     if args.resamples < 1:
         raise ArecallError(f"--resamples: expected N >= 1, got {args.resamples}")
+    if args.block_principals < 0:
+        raise ArecallError(f"--block-principals: expected N >= 0, got {args.block_principals}")
+    if args.engine == "dask" and args.acl is None:
+        raise ArecallError("--engine dask needs --acl (it shards the principals)")
+    if args.engine == "dask" and not args.scheduler:
+        raise ArecallError("--engine dask needs --scheduler ADDRESS, e.g. tcp://127.0.0.1:8786")
+    if args.scheduler and args.engine != "dask":
+        raise ArecallError("--scheduler needs --engine dask")
     try:
         ks = parse_ks(args.k)
     except ArecallError as exc:
@@ -223,16 +251,18 @@ def _evaluate(argv: list[str]) -> int:
         n_resamples=args.resamples,
         seed=args.seed,
     )
-    ev = evaluate(args.run, args.qrels, **options)
-    summary = ev.summary()
-    comparison = None
-    if args.compare_run is not None:
-        other = evaluate(
-            args.compare_run,
-            ev.qrels,
-            **{**options, "acl": ev.acl, "principals": None, "groups": None},
-        )
-        comparison = compare(ev, other, n_resamples=args.resamples, seed=args.seed)
+    with make_engine(args.engine, args.scheduler, args.block_principals) as engine:
+        ev = evaluate(args.run, args.qrels, **options, engine=engine)
+        summary = ev.summary()
+        comparison = None
+        if args.compare_run is not None:
+            other = evaluate(
+                args.compare_run,
+                ev.qrels,
+                **{**options, "acl": ev.acl, "principals": None, "groups": None},
+                engine=engine,
+            )
+            comparison = compare(ev, other, n_resamples=args.resamples, seed=args.seed)
     worst = ev.worst(args.worst) if args.worst else None
     report = _render(args.format, ev, comparison, worst, (args.run, args.compare_run or ""))
     if args.rows:

@@ -23,6 +23,7 @@ import pandas as pd
 import scipy.sparse as sp
 from tqdm import tqdm
 
+from arecall.core.engine import Engine, LocalEngine
 from arecall.core.measures import PIPELINE, per_k_keys
 from arecall.core.placement import PlacedLists
 from arecall.core.ranking import Ranking
@@ -33,7 +34,9 @@ __all__ = [
     "SEED_K_KEYS",
     "SUMMARY_K_KEYS",
     "PairScores",
+    "block_size",
     "exact_mean",
+    "progressed",
     "score_pairs",
     "summarise",
 ]
@@ -81,6 +84,26 @@ class _Relevance:
         pos = np.minimum(np.searchsorted(self.keys, probe), len(self.keys) - 1)
         return (self.keys[pos] == probe) & (doc >= 0)
 
+    def ranked(
+        self, doc: np.ndarray, rank: np.ndarray, top: np.ndarray, top_rel: np.ndarray
+    ) -> np.ndarray:
+        """Relevance of cells (q, doc[q, j]) of items said to sit at ``rank[q, j]``.
+
+        Where ``top[q, rank]`` is that document the flag ``top_rel[q, rank]`` is reused (a
+        gather, no search); every other item (deeper than ``top``, or a rank that does not
+        match) is looked up: the answer is `lookup`'s for every cell, whatever ``rank`` says.
+        """
+        width = top.shape[1]
+        q = np.arange(doc.shape[0], dtype=np.int64)[:, None]
+        inside = (rank >= 0) & (rank < width)
+        flat = q * width + np.where(inside, rank, 0)
+        same = inside & (np.take(top, flat) == doc)
+        out = np.take(top_rel, flat) & same
+        rest = ~same & (doc >= 0)
+        if rest.any():
+            out[rest] = self.lookup(np.broadcast_to(q, doc.shape)[rest], doc[rest])
+        return out
+
 
 @dataclass(frozen=True)
 class PairScores:
@@ -119,6 +142,7 @@ def score_pairs(
     relevance: sp.csr_matrix,
     acl: sp.spmatrix,
     ks: tuple[int, ...],
+    engine: Engine | None = None,
 ) -> PairScores:
     """Compute every per-pair metric of `arecall.core.measures` for all principals, queries and Ks.
 
@@ -132,6 +156,9 @@ def score_pairs(
         Relevance grades; any grade > 0 counts as relevant (binary, as the seed).
     acl : sparse bool matrix, shape (n_principals, n_docs)
     ks : tuple of int
+    engine : Engine, optional
+        Where the per-principal part runs (`arecall.core.engine`): blocks of principals, in this
+        process by default or on a cluster; the result is the same array either way.
 
     Examples
     --------
@@ -174,29 +201,34 @@ def score_pairs(
     first = ranking.first_relevant
     rr = np.divide(1.0, first, out=np.zeros(n_q), where=first > 0)
 
-    # per principal (bounded memory: one principal's queries × K at a time)
-    dense_acl = np.asarray(acl.toarray(), dtype=bool)
-    n_p = dense_acl.shape[0]
-    top = padded[:, :k_max]
-    names = ("unusable", "arecall_post", "arecall_pre", "returned_post", "returned_pre")
-    out = {name: np.empty((n_p, n_q, len(ks))) for name in names}
+    # per principal, by blocks of principals (bounded memory; a cluster takes a block per task)
+    acl_csr = sp.csr_matrix(acl, dtype=bool)
+    n_p = acl_csr.shape[0]
+    run = engine if engine is not None else LocalEngine()
     bar = n_p > 1 and n_p * n_q * k_max >= BAR_CELLS  # a terminal shows a bar on big runs
-    for p in tqdm(range(n_p), desc="score", unit="principal", disable=None if bar else True):
-        shown_unusable = (top >= 0) & ~dense_acl[p, np.maximum(top, 0)]
-        out["unusable"][p] = np.cumsum(shown_unusable, axis=1)[:, k_arr - 1] / k_arr
-        pre_rel = relevant.lookup(qidx, lists.pre[p])
-        post_rel = relevant.lookup(qidx, lists.post[p])
-        shown = lists.post_rank[p] >= 0
-        # post items are stored in rank order, so "rank < K" is a prefix: count it per K
-        in_k = [shown & (lists.post_rank[p] < k) for k in ks]
-        post_hits = np.stack([(post_rel & m).sum(axis=1) for m in in_k], axis=1)
-        pre_hits = np.cumsum(pre_rel, axis=1)[:, k_arr - 1]
-        has = n_auth_rel[p][:, None] > 0
-        denom = np.where(has, n_auth_rel[p][:, None], 1.0)
-        out["arecall_post"][p] = np.where(has, post_hits / denom, _AUTHORIZED)
-        out["arecall_pre"][p] = np.where(has, pre_hits / denom, _AUTHORIZED)
-        out["returned_post"][p] = np.stack([m.sum(axis=1) for m in in_k], axis=1) / k_arr
-        out["returned_pre"][p] = np.cumsum(lists.pre[p] >= 0, axis=1)[:, k_arr - 1] / k_arr
+
+    def block_data(start: int, stop: int) -> dict[str, Any]:
+        return {
+            "lists": {f: getattr(lists, f)[start:stop] for f in _LIST_FIELDS},
+            "acl": acl_csr[start:stop],
+            "n_auth_rel": n_auth_rel[start:stop],
+        }
+
+    shared = {"top": padded[:, :k_max], "rel_flags": rel_flags, "relevant": relevant, "ks": ks}
+    with tqdm(total=n_p, desc="score", unit="principal", disable=None if bar else True) as t:
+        parts = run.map_blocks(
+            _score_block,
+            n_p,
+            shared=shared,
+            block_data=progressed(block_data, t),
+            size=block_size(n_q, k_max),
+        )
+    out = {
+        name: np.concatenate([part[name] for part in parts])
+        if parts
+        else np.empty((0, n_q, len(ks)))
+        for name in _BLOCK_METRICS
+    }
 
     def per_pair(x: np.ndarray) -> np.ndarray:
         return np.broadcast_to(x[None, :, :], (n_p, *x.shape)).copy()
@@ -214,6 +246,71 @@ def score_pairs(
         n_relevant=n_rel.astype(np.int64),
         n_authorized_relevant=n_auth_rel.astype(np.int64),
     )
+
+
+_LIST_FIELDS = ("post", "post_rank", "pre", "pre_rank")
+_BLOCK_METRICS = ("unusable", "arecall_post", "arecall_pre", "returned_post", "returned_pre")
+
+
+def block_size(n_q: int, k_max: int) -> int:
+    """Principals per local block: about 2^22 list cells, so temporaries stay small."""
+    return max(1, BAR_CELLS // max(1, n_q * k_max))
+
+
+def progressed(data: Any, bar: Any) -> Any:
+    """A block-data function that also advances a tqdm ``bar`` by each block it makes."""
+
+    def made(start: int, stop: int) -> Any:
+        out = data(start, stop)
+        bar.update(stop - start)
+        return out
+
+    return made
+
+
+def _score_block(
+    start: int,
+    stop: int,
+    block: dict[str, Any],
+    *,
+    top: np.ndarray,
+    rel_flags: np.ndarray,
+    relevant: _Relevance,
+    ks: tuple[int, ...],
+) -> dict[str, np.ndarray]:
+    """The authorized metrics of principals ``start … stop − 1`` (shape (block, Q, nK)).
+
+    ``top`` is the ranking's first K_max documents per query and ``rel_flags`` their relevance;
+    a list item at rank r < K_max whose document is ``top[q, r]`` takes that flag (a gather),
+    any other item is looked up by binary search: the same answer as looking every item up.
+    """
+    lists, dense_acl = block["lists"], block["acl"].toarray()
+    n_auth_rel = block["n_auth_rel"]
+    n_q = top.shape[0]
+    k_arr = np.asarray(ks)
+    out = {name: np.empty((stop - start, n_q, len(ks))) for name in _BLOCK_METRICS}
+    for i in range(stop - start):
+        shown_unusable = (top >= 0) & ~dense_acl[i, np.maximum(top, 0)]
+        out["unusable"][i] = np.cumsum(shown_unusable, axis=1)[:, k_arr - 1] / k_arr
+        pre_rel = relevant.ranked(lists["pre"][i], lists["pre_rank"][i], top, rel_flags)
+        post_rel = relevant.ranked(lists["post"][i], lists["post_rank"][i], top, rel_flags)
+        post_rank = lists["post_rank"][i]
+        shown = post_rank >= 0
+        # post items are stored in rank order, so "rank < K" is a prefix: count it per K
+        in_k = [shown & (post_rank < k) for k in ks]
+        post_hits = np.stack([(post_rel & m).sum(axis=1) for m in in_k], axis=1)
+        pre_hits = np.cumsum(pre_rel, axis=1)[:, k_arr - 1]
+        has = n_auth_rel[i][:, None] > 0
+        denom = np.where(has, n_auth_rel[i][:, None], 1.0)
+        out["arecall_post"][i] = np.where(has, post_hits / denom, _AUTHORIZED)
+        out["arecall_pre"][i] = np.where(has, pre_hits / denom, _AUTHORIZED)
+        out["returned_post"][i] = np.stack([m.sum(axis=1) for m in in_k], axis=1) / k_arr
+        out["returned_pre"][i] = np.cumsum(lists["pre"][i] >= 0, axis=1)[:, k_arr - 1] / k_arr
+    return out
+
+
+#: Up to this many distinct values, `exact_mean` sums value × count as fractions (cheaper).
+_FEW_DISTINCT = 4096
 
 
 def exact_mean(values: np.ndarray) -> float | None:
@@ -235,6 +332,13 @@ def exact_mean(values: np.ndarray) -> float | None:
         return None
     if not np.isfinite(x).all():
         raise ValueError("exact_mean: values must be finite")
+    distinct, counts = np.unique(x, return_counts=True)
+    if len(distinct) <= _FEW_DISTINCT:  # recall-like values: few fractions, summed exactly
+        exact = sum(
+            (Fraction(v) * c for v, c in zip(distinct.tolist(), counts.tolist(), strict=True)),
+            Fraction(0),
+        )
+        return float(exact / x.size)
     mantissa, exponent = np.frexp(x)
     numerator = np.ldexp(mantissa, 53).astype(np.int64)  # exact: |mantissa| < 1
     total = Fraction(0)

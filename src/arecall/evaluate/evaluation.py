@@ -56,6 +56,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
+from arecall.core.engine import Engine, LocalEngine
 from arecall.core.errors import ArecallError
 from arecall.core.measures import EVALUATE, Kind, column, shown
 from arecall.core.placement import PLACEMENTS, Placement
@@ -484,7 +485,14 @@ def _standard(hits: _Hits, judg: _Judgments, ks: tuple[int, ...]) -> dict[str, n
     return std
 
 
-def _compute(run: Run, qrels: Qrels, ks: tuple[int, ...], acl: Acl | None, placement: str) -> _Core:
+def _compute(
+    run: Run,
+    qrels: Qrels,
+    ks: tuple[int, ...],
+    acl: Acl | None,
+    placement: str,
+    engine: Engine | None = None,
+) -> _Core:
     """Every measure for every judged query (and principal), from the run's flat arrays."""
     eval_ids, eval_of_qgroup, group, not_judged = _align(run, qrels)
     depth = np.where(group >= 0, run.depths[np.maximum(group, 0)], 0)
@@ -502,7 +510,7 @@ def _compute(run: Run, qrels: Qrels, ks: tuple[int, ...], acl: Acl | None, place
     )
     if acl is not None:
         starts = run.offsets[np.maximum(group, 0)]
-        _authorized(core, run, qrels, acl, ks, placement, judg, hits, rows, starts)
+        _authorized(core, run, qrels, acl, ks, placement, judg, hits, rows, starts, engine)
     return core
 
 
@@ -517,37 +525,106 @@ def _authorized(
     hits: _Rows,
     every: _Rows,
     starts: np.ndarray,
+    engine: Engine | None = None,
 ) -> None:
-    """The authorized measures per (principal, eval query, K), one principal at a time."""
-    nq, n_p, n_k = len(core.query_ids), len(acl.principals), len(ks)
-    run_to_acl = index_in(run.doc_ids, acl.doc_ids)
-    qrels_to_acl = index_in(qrels.doc_ids, acl.doc_ids)
-    out = {m: np.zeros((n_p, nq, n_k)) for m in AUTHORIZED_MEASURES}
-    empty = EVALUATE["arecall_post"].empty, EVALUATE["arecall_pre"].empty
-    n_auth = np.zeros((n_p, nq), dtype=np.int64)
-    hit_start = starts[hits.query]  # first run row of each hit's query
+    """The authorized measures per (principal, eval query, K), by blocks of principals.
+
+    Each block needs the run's and qrels' arrays (the same for every block: sent once to each
+    worker of a cluster) and its principals' ACL rows; the blocks' arrays are joined in order,
+    so the result does not depend on the engine or the block size.
+    """
+    nq, n_p = len(core.query_ids), len(acl.principals)
     top = every.rank < ks[-1]
-    top_q, top_rank, top_row = every.query[top], every.rank[top], every.row[top]
-    for p in range(n_p):
-        allowed_doc = acl._mask_codes(p, run_to_acl)
-        allowed_row = allowed_doc[run.doc_codes]
-        before = np.cumsum(allowed_row) - allowed_row  # authorized rows before, whole run
-        auth_rank = before[hits.row] - before[hit_start]
-        hit_ok = allowed_row[hits.row]
-        qrel_ok = acl._mask_codes(p, qrels_to_acl)[qrels.doc_codes]
-        ra = np.bincount(judg.row_query[judg.is_relevant & qrel_ok], minlength=nq)
-        n_auth[p] = ra
-        denied_top = ~allowed_row[top_row]
-        for j, k in enumerate(ks):
-            post = _bincount(hits.query[hit_ok & (hits.rank < k)], nq)
-            pre = _bincount(hits.query[hit_ok & (auth_rank < k)], nq)
-            out["arecall_post"][p, :, j] = _ratio(post, ra, empty[0])
-            out["arecall_pre"][p, :, j] = _ratio(pre, ra, empty[1])
-            out["unusable"][p, :, j] = _bincount(top_q[denied_top & (top_rank < k)], nq) / k
+    shared = {
+        "ks": ks,
+        "nq": nq,
+        "n_acl_docs": len(acl.doc_ids),
+        "run_codes": index_in(run.doc_ids, acl.doc_ids)[run.doc_codes],  # ACL code per run row
+        "qrel_codes": index_in(qrels.doc_ids, acl.doc_ids)[qrels.doc_codes],
+        "relevant_query": judg.row_query[judg.is_relevant],
+        "relevant_rows": np.flatnonzero(judg.is_relevant),
+        "hit_query": hits.query,
+        "hit_rank": hits.rank,
+        "hit_row": hits.row,
+        "hit_start": starts[hits.query],  # first run row of each hit's query
+        "top_q": every.query[top],
+        "top_rank": every.rank[top],
+        "top_row": every.row[top],
+    }
+    runner = engine if engine is not None else LocalEngine()
+    size = max(1, _BLOCK_CELLS // max(1, len(run.doc_codes)))
+    parts = runner.map_blocks(
+        _authorized_block,
+        n_p,
+        shared=shared,
+        block_data=lambda s, e: acl.grants[s:e],
+        size=size,
+    )
+    names = ("arecall_post", "arecall_pre", "unusable", "n_auth")
+    joined = {
+        name: np.concatenate([part[name] for part in parts])
+        if parts
+        else np.zeros((0, nq, len(ks)) if name != "n_auth" else (0, nq))
+        for name in names
+    }
+    n_auth = joined.pop("n_auth").astype(np.int64)
+    out: dict[str, np.ndarray] = {m: np.zeros((n_p, nq, len(ks))) for m in AUTHORIZED_MEASURES}
+    out.update(joined)
     out["gap"] = out["arecall_pre"] - out["arecall_post"]
     out["arecall"] = out["arecall_pre" if placement == Placement.PRE else "arecall_post"].copy()
     core.authorized = out
     core.n_authorized_relevant = n_auth
+
+
+#: Run rows × principals per local block of `_authorized`.
+_BLOCK_CELLS = 1 << 24
+
+
+def _authorized_block(
+    start: int,
+    stop: int,
+    grants: sp.csr_matrix,
+    *,
+    ks: tuple[int, ...],
+    nq: int,
+    n_acl_docs: int,
+    run_codes: np.ndarray,
+    qrel_codes: np.ndarray,
+    relevant_query: np.ndarray,
+    relevant_rows: np.ndarray,
+    hit_query: np.ndarray,
+    hit_rank: np.ndarray,
+    hit_row: np.ndarray,
+    hit_start: np.ndarray,
+    top_q: np.ndarray,
+    top_rank: np.ndarray,
+    top_row: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """ARecall post and pre, U@K and |R_A| of principals ``start … stop − 1`` (one at a time)."""
+    n_b, n_k = stop - start, len(ks)
+    empty = EVALUATE["arecall_post"].empty, EVALUATE["arecall_pre"].empty
+    out = {m: np.zeros((n_b, nq, n_k)) for m in ("arecall_post", "arecall_pre", "unusable")}
+    n_auth = np.zeros((n_b, nq), dtype=np.int64)
+    dense = np.zeros(n_acl_docs + 1, dtype=bool)  # last slot: "not in the ACL"
+    run_slot = np.where(run_codes >= 0, run_codes, n_acl_docs)
+    qrel_slot = np.where(qrel_codes >= 0, qrel_codes, n_acl_docs)[relevant_rows]
+    for i in range(n_b):
+        dense[:] = False
+        dense[grants.indices[grants.indptr[i] : grants.indptr[i + 1]]] = True
+        allowed_row = dense[run_slot]
+        before = np.cumsum(allowed_row) - allowed_row  # authorized rows before, whole run
+        auth_rank = before[hit_row] - before[hit_start]
+        hit_ok = allowed_row[hit_row]
+        ra = np.bincount(relevant_query[dense[qrel_slot]], minlength=nq)
+        n_auth[i] = ra
+        denied_top = ~allowed_row[top_row]
+        for j, k in enumerate(ks):
+            post = _bincount(hit_query[hit_ok & (hit_rank < k)], nq)
+            pre = _bincount(hit_query[hit_ok & (auth_rank < k)], nq)
+            out["arecall_post"][i, :, j] = _ratio(post, ra, empty[0])
+            out["arecall_pre"][i, :, j] = _ratio(pre, ra, empty[1])
+            out["unusable"][i, :, j] = _bincount(top_q[denied_top & (top_rank < k)], nq) / k
+    return {**out, "n_auth": n_auth}
 
 
 # -- results -------------------------------------------------------------------------------------
@@ -813,6 +890,7 @@ def evaluate(
     confidence: float = 0.95,
     n_resamples: int = 9999,
     seed: int = 0,
+    engine: Engine | None = None,
 ) -> Evaluation:
     """Score a run (or a retriever) against qrels, and with an ACL, per principal.
 
@@ -840,6 +918,10 @@ def evaluate(
         given as dicts or files).
     significance, confidence, n_resamples, seed
         Paired bootstrap CI and randomization test of the gap Δ = pre − post in `summary`.
+    engine : Engine, optional
+        Where the per-principal measures run (`arecall.core.engine`: this process by default,
+        or ``DaskEngine(scheduler)`` to shard the principals across a cluster); the resampling
+        runs here on the joined per-pair arrays, so every figure is the same either way.
 
     Returns
     -------
@@ -863,7 +945,7 @@ def evaluate(
     q = _as_qrels(qrels)
     a = _as_acl(acl, principals, groups)
     r = _as_run(run_or_retriever, q, ties)
-    core = _compute(r, q, ks, a, placement)
+    core = _compute(r, q, ks, a, placement, engine)
     options = {
         "enabled": significance,
         "confidence": confidence,

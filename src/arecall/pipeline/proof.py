@@ -24,6 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 from tqdm import tqdm
 
+from arecall.core.engine import Engine, LocalEngine
 from arecall.core.errors import ArecallError
 from arecall.core.measures import (
     authorized_recall_at_k,
@@ -34,7 +35,7 @@ from arecall.core.measures import (
 )
 from arecall.core.placement import PlacedLists, place_all, post_filter, pre_filter
 from arecall.core.ranking import rank_queries
-from arecall.core.scoring import BAR_CELLS, PairScores, score_pairs
+from arecall.core.scoring import BAR_CELLS, PairScores, block_size, progressed, score_pairs
 
 __all__ = [
     "PROPERTIES",
@@ -381,13 +382,14 @@ def check_properties(max_examples: int = 300) -> list[ClaimResult]:
 class RunData:
     """One run's placed lists and scores, with the names a counterexample is reported by.
 
-    ``authorized`` is the dense (principals × documents) predicate; lists and scores are
+    ``authorized`` is the (principals × documents) predicate, a sparse bool matrix (dense at
+    a million documents it would be the largest array of the stage); lists and scores are
     indexed (principal, query, ...) as in `PlacedLists` and `PairScores`.
     """
 
     lists: PlacedLists
     scores: PairScores
-    authorized: np.ndarray
+    authorized: sp.csr_matrix
     query_ids: np.ndarray
     principals: np.ndarray
     doc_ids: np.ndarray
@@ -404,40 +406,143 @@ class RunData:
         return f"principal {self.principals[p]!r}, query {self.query_ids[q]!r}{at}"
 
 
-def _run_post_subset_of_pre(run: RunData) -> ClaimResult:
-    """post ⊆ pre, per K: every post item (rank < K) is among the first K pre items.
+def _subset_violation(
+    pre: np.ndarray,
+    pre_rank: np.ndarray,
+    post: np.ndarray,
+    post_rank: np.ndarray,
+    ks: np.ndarray,
+    width: int,
+) -> np.ndarray:
+    """Where post ⊄ pre: for each post item, whether it is missing from the pre list at the
+    smallest K that shows it (rows are (principal, query) pairs, columns list slots).
 
-    Pre ranks ascend within a list, so query * (width + 1) + rank is sorted already: binary
-    search, no sort. One principal at a time keeps the temporaries to queries × K.
+    An item at rank r is in post at every K > r, and the pre list at K is its first K items, so
+    "post ⊆ pre at every K" is, per item, "found in pre at a slot below the smallest K > r".
+    An item sitting in the same slot of the pre list (same document, same rank) below that K
+    is found without a search — in correct lists every post item is — and every other item is
+    searched for: pre ranks ascend within a list, so row * (width + 1) + rank is sorted
+    already, and one binary search finds it or shows it missing. Returns that smallest K per
+    missing item, 0 where the item is fine.
     """
-    lists, ks = run.lists, run.scores.ks
-    n_p, n_q, _ = lists.pre.shape
-    width = int(max(lists.pre_rank.max(initial=0), lists.post_rank.max(initial=0))) + 1
-    row = np.arange(n_q, dtype=np.int64)[:, None] * (width + 1)
-    bad: str | None = None
-    steps = [(p, k) for p in range(n_p) for k in ks]
-    bar = n_p > 1 and n_p * n_q * width >= BAR_CELLS  # a terminal shows a bar on big runs
-    for p, k in tqdm(steps, desc="prove", unit="step", disable=None if bar else True):
-        pre_rank = lists.pre_rank[p, :, :k]
+    rows, k_max = pre.shape
+    at = np.searchsorted(ks, post_rank, side="right")  # first K index with K > rank
+    in_post = (post >= 0) & (post_rank >= 0) & (at < len(ks))
+    k_first = ks[np.minimum(at, len(ks) - 1)]
+    slot = np.arange(k_max)[None, :]
+    found = (pre == post) & (pre_rank == post_rank) & (slot < k_first)
+    rest = in_post & ~found
+    if rest.any():
+        row = np.arange(rows, dtype=np.int64)[:, None] * (width + 1)
         keys = (row + np.where(pre_rank >= 0, pre_rank, width)).ravel()
-        in_post = (lists.post[p] >= 0) & (lists.post_rank[p] < k)
-        probe = row + np.where(in_post, lists.post_rank[p], 0)
+        probe = (row + np.where(in_post, post_rank, 0))[rest]
         pos = np.minimum(np.searchsorted(keys, probe), len(keys) - 1)
-        found = (keys[pos] == probe) & (lists.pre[p, :, :k].ravel()[pos] == lists.post[p])
-        missing = in_post & ~found
-        if missing.any():
-            q, j = (int(x[0]) for x in np.nonzero(missing))
-            item = run.doc_ids[lists.post[p, q, j]]
-            bad = f"{run.where(p, q, k)}: post item {item!r} not in pre"
-            break
-    return ClaimResult(
-        "run_post_subset_of_pre",
-        "post ⊆ pre on this run's lists",
-        "data",
-        run.pairs * len(ks),
-        bad is None,
-        bad,
-    )
+        found[rest] = (
+            (keys[pos] == probe) & (pre.ravel()[pos] == post[rest]) & (pos % k_max < k_first[rest])
+        )
+    return np.where(in_post & ~found, k_first, 0)
+
+
+def _check_block(
+    start: int,
+    stop: int,
+    block: dict[str, Any],
+    *,
+    ks: tuple[int, ...],
+    width: int,
+) -> dict[str, tuple[int, ...] | None]:
+    """The first post ⊄ pre and the first unauthorized item among principals start … stop − 1.
+
+    Returns ``subset``: (principal, query, slot, K) of the first pair (principal, then K, then
+    query and slot) whose post list at K holds an item its pre list at K lacks, and ``leak``:
+    (principal, 0 for pre / 1 for post, query, slot) of the first unauthorized item; ``None``
+    where the claim holds for the whole block.
+    """
+    lists = block["lists"]
+    n_b, n_q, k_max = lists["pre"].shape
+    k_arr = np.asarray(ks, dtype=np.int64)
+    flat = {name: a.reshape(n_b * n_q, k_max) for name, a in lists.items()}
+    bad_k = _subset_violation(
+        flat["pre"], flat["pre_rank"], flat["post"], flat["post_rank"], k_arr, width
+    ).reshape(n_b, n_q, k_max)
+    subset = None
+    bad = bad_k > 0
+    if bad.any():
+        i = int(np.flatnonzero(bad.any(axis=(1, 2)))[0])
+        k = int(bad_k[i][bad[i]].min())
+        q, j = (int(x[0]) for x in np.nonzero(bad_k[i] == k))
+        subset = (start + i, q, j, k)
+    dense = block["acl"].toarray()
+    who = np.arange(n_b)[:, None, None]
+    leaks = []
+    for name in ("pre", "post"):
+        items = lists[name]
+        leaks.append((items >= 0) & ~dense[who, np.maximum(items, 0)])
+    leak = None
+    any_leak = np.stack([x.any(axis=(1, 2)) for x in leaks], axis=1)  # (block, pre/post)
+    if any_leak.any():
+        i, which = (int(x[0]) for x in np.nonzero(any_leak))
+        q, j = (int(x[0]) for x in np.nonzero(leaks[which][i]))
+        leak = (start + i, which, q, j)
+    return {"subset": subset, "leak": leak}
+
+
+def _run_claims(run: RunData, engine: Engine | None) -> list[ClaimResult]:
+    """post ⊆ pre per K, and no unauthorized item, by blocks of principals (any engine)."""
+    lists, ks = run.lists, run.scores.ks
+    n_p, n_q, k_max = lists.pre.shape
+    width = int(max(lists.pre_rank.max(initial=0), lists.post_rank.max(initial=0))) + 1
+    acl = sp.csr_matrix(run.authorized, dtype=bool)
+    runner = engine if engine is not None else LocalEngine()
+    bar = n_p > 1 and n_p * n_q * width >= BAR_CELLS  # a terminal shows a bar on big runs
+
+    def block_data(start: int, stop: int) -> dict[str, Any]:
+        return {
+            "lists": {
+                f: getattr(lists, f)[start:stop] for f in ("pre", "pre_rank", "post", "post_rank")
+            },
+            "acl": acl[start:stop],
+        }
+
+    with tqdm(total=n_p, desc="prove", unit="principal", disable=None if bar else True) as t:
+        found = runner.map_blocks(
+            _check_block,
+            n_p,
+            shared={"ks": ks, "width": width},
+            block_data=progressed(block_data, t),
+            size=block_size(n_q, k_max),
+        )
+    subset = next((f["subset"] for f in found if f["subset"] is not None), None)
+    leak = next((f["leak"] for f in found if f["leak"] is not None), None)
+    bad_subset = bad_leak = None
+    if subset is not None:
+        p, q, j, k = subset
+        item = run.doc_ids[lists.post[p, q, j]]
+        bad_subset = f"{run.where(p, q, k)}: post item {item!r} not in pre"
+    if leak is not None:
+        p, which, q, j = leak
+        name = ("pre", "post")[which]
+        doc = run.doc_ids[getattr(lists, name)[p, q, j]]
+        bad_leak = f"{run.where(p, q)}: {name} list holds unauthorized {doc!r}"
+    return [
+        ClaimResult(
+            "run_post_subset_of_pre",
+            "post ⊆ pre on this run's lists",
+            "data",
+            run.pairs * len(ks),
+            bad_subset is None,
+            bad_subset,
+        ),
+        _run_gap_non_negative(run),
+        ClaimResult(
+            "run_lists_authorized",
+            "no pre or post list holds an unauthorized item",
+            "data",
+            run.pairs,
+            bad_leak is None,
+            bad_leak,
+        ),
+    ]
 
 
 def _run_gap_non_negative(run: RunData) -> ClaimResult:
@@ -459,34 +564,6 @@ def _run_gap_non_negative(run: RunData) -> ClaimResult:
     )
 
 
-def _run_lists_authorized(run: RunData) -> ClaimResult:
-    """No pre or post list holds an item its principal may not see."""
-    n_p = run.lists.pre.shape[0]
-    bad: str | None = None
-    for p, name in ((p, name) for p in range(n_p) for name in ("pre", "post")):
-        items = getattr(run.lists, name)[p]
-        leak = (items >= 0) & ~run.authorized[p, np.maximum(items, 0)]
-        if leak.any():
-            q, j = (int(x[0]) for x in np.nonzero(leak))
-            bad = f"{run.where(p, q)}: {name} list holds unauthorized {run.doc_ids[items[q, j]]!r}"
-            break
-    return ClaimResult(
-        "run_lists_authorized",
-        "no pre or post list holds an unauthorized item",
-        "data",
-        run.pairs,
-        bad is None,
-        bad,
-    )
-
-
-DATA_CLAIMS: tuple[Callable[[RunData], ClaimResult], ...] = (
-    _run_post_subset_of_pre,
-    _run_gap_non_negative,
-    _run_lists_authorized,
-)
-
-
 def check_run(
     lists: PlacedLists,
     scores: PairScores,
@@ -495,11 +572,14 @@ def check_run(
     query_ids: np.ndarray,
     principals: np.ndarray,
     doc_ids: np.ndarray,
+    engine: Engine | None = None,
 ) -> list[ClaimResult]:
     """Check the run's own lists and scores for every query-principal pair and K.
 
     The property search checks the code on random cases; this checks the arrays this run
-    actually wrote, so a bug the search missed still cannot reach the reports.
+    actually wrote, so a bug the search missed still cannot reach the reports. The per-list
+    claims run by blocks of principals on ``engine`` (`arecall.core.engine`; this process by
+    default); the first counterexample is the same whatever the engine and block size.
 
     Examples
     --------
@@ -519,12 +599,12 @@ def check_run(
     run = RunData(
         lists,
         scores,
-        np.asarray(acl.toarray(), dtype=bool),
+        sp.csr_matrix(acl, dtype=bool),
         query_ids=query_ids,
         principals=principals,
         doc_ids=doc_ids,
     )
-    return [claim(run) for claim in DATA_CLAIMS]
+    return _run_claims(run, engine)
 
 
 def failures(results: list[ClaimResult]) -> list[ClaimResult]:

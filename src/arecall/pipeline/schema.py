@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arecall.core.schema import (
+    NON_NEGATIVE,
     POSITIVE,
     ConfigProblem,
     Rule,
@@ -38,6 +39,7 @@ __all__ = [
     "GROUPS",
     "SECTIONS",
     "VECTORS_REFUSAL",
+    "EngineConfig",
     "EvaluationConfig",
     "ExactIndexSchema",
     "HnswIndexSchema",
@@ -45,6 +47,7 @@ __all__ = [
     "TrackingConfig",
     "VectorsCorpusSchema",
     "check_config",
+    "check_depth",
     "register",
 ]
 
@@ -163,6 +166,33 @@ class ProofConfig:
 
 
 @dataclass
+class EngineConfig:
+    """Where the score and prove stages' per-principal work runs (`arecall.core.engine`).
+
+    The results are byte-identical whatever the engine: principals are cut into blocks, each
+    block computed anywhere, the blocks' arrays joined in order, and every mean, resample and
+    counterexample taken centrally from the joined arrays.
+
+    Attributes
+    ----------
+    name : str
+        ``local`` (this process) or ``dask`` (a Dask distributed cluster; needs the
+        ``arecall[cluster]`` extra and ``scheduler``).
+    scheduler : str
+        The Dask scheduler's address, e.g. ``tcp://127.0.0.1:8786`` (``dask`` only).
+    block_principals : int
+        Principals per block (one task each on a cluster); 0 sizes blocks to about 4M list
+        cells.
+    """
+
+    name: str = setting("local", one_of("local", "dask"))
+    scheduler: str = setting(
+        "", Rule("a scheduler address (tcp://host:port) or empty", lambda v: v == "" or "://" in v)
+    )
+    block_principals: int = setting(0, NON_NEGATIVE)
+
+
+@dataclass
 class EvaluationConfig:
     """``evaluation``: the cut-offs and statistics of the text pipeline.
 
@@ -175,11 +205,13 @@ class EvaluationConfig:
         Cut-offs K (positive; reported ascending, each once).
     significance : SignificanceConfig
     proof : ProofConfig
+    engine : EngineConfig
     """
 
     ks: list[int] = setting([1, 3, 5, 10], each=POSITIVE, nonempty=True)  # noqa: RUF009 (a dataclass field)
     significance: SignificanceConfig = field(default_factory=SignificanceConfig)
     proof: ProofConfig = field(default_factory=ProofConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
 
 
 @dataclass
@@ -328,10 +360,38 @@ def check_config(
         if out["corpus"]["name"] == "vectors":
             raise ConfigProblem("corpus", VECTORS_REFUSAL, "vectors")
         _check_index_retriever(out)
+        check_depth(out)
         check_config_memory(out)
     except ConfigProblem as problem:
         raise problem.at(where(problem.key) or "config") from None
     return out
+
+
+def check_depth(cfg: Mapping[str, Any]) -> None:
+    """Refuse ``retriever.depth`` below the largest K: a top-K metric needs K ranked documents.
+
+    ``depth`` is how many ranked documents at least are kept per query (null: all); the pre
+    lists are kept exact beyond it automatically. A depth under max(``evaluation.ks``) used to
+    be raised to it silently; now it is one error line naming both keys, when the config is
+    composed (every entry point), before any stage runs.
+
+    Examples
+    --------
+    >>> check_depth({"retriever": {"depth": None}, "evaluation": {"ks": [1, 10]}})
+    >>> check_depth({"retriever": {"depth": 5}, "evaluation": {"ks": [1, 10]}})
+    Traceback (most recent call last):
+    ...
+    arecall.core.schema.ConfigProblem: retriever.depth: must be null or at least the largest K \
+(evaluation.ks: 10) — top-K metrics need K ranked documents per query, got 5
+    """
+    depth, k_max = cfg["retriever"].get("depth"), max(cfg["evaluation"]["ks"])
+    if depth is not None and depth < k_max:
+        raise ConfigProblem(
+            "retriever.depth",
+            f"must be null or at least the largest K (evaluation.ks: {k_max}) — top-K metrics "
+            "need K ranked documents per query",
+            depth,
+        )
 
 
 def _check_index_retriever(cfg: Mapping[str, Any]) -> None:

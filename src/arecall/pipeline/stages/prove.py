@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from arecall.core.engine import engine_from_config
 from arecall.core.errors import ArecallError
-from arecall.core.placement import PlacedLists
 from arecall.io.atomic import write_json
 from arecall.pipeline.layout import Layout
 from arecall.pipeline.proof import check_properties, check_run, failures
@@ -17,18 +17,24 @@ __all__ = ["prove"]
 
 
 def prove(cfg: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
-    """Check the seed's claims (Hypothesis) and this run's own lists; fail on a counterexample."""
-    collection, scores = pair_scores(cfg, layout)
-    lists = PlacedLists.load(layout.lists)
+    """Check the seed's claims (Hypothesis) and this run's own lists; fail on a counterexample.
+
+    The scores are computed again here, not read from the score stage's table: the data claims
+    check what the batch code yields on this run's lists, independently of what score wrote.
+    The per-principal work runs on the engine ``evaluation.engine`` names.
+    """
     results = check_properties(cfg["evaluation"]["proof"]["max_examples"])
-    results += check_run(
-        lists,
-        scores,
-        collection.acl_matrix(),
-        query_ids=collection.query_ids,
-        principals=collection.principal_names,
-        doc_ids=collection.doc_ids,
-    )
+    with engine_from_config(cfg["evaluation"]) as engine:
+        collection, lists, scores = pair_scores(cfg, layout, engine)
+        results += check_run(
+            lists,
+            scores,
+            collection.acl_matrix(),
+            query_ids=collection.query_ids,
+            principals=collection.principal_names,
+            doc_ids=collection.doc_ids,
+            engine=engine,
+        )
     failed = failures(results)
     if failed:
         first = failed[0]

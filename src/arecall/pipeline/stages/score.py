@@ -3,11 +3,16 @@ significance: metrics.json holds all of it, headline.json the numbers runs are c
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
+from arecall.core.engine import Engine, engine_from_config
+from arecall.core.errors import ArecallError
 from arecall.core.placement import PlacedLists
 from arecall.core.ranking import Ranking
 from arecall.core.scoring import PairScores, score_pairs, summarise
@@ -21,20 +26,64 @@ from arecall.pipeline.stages import run_stage
 __all__ = ["HEADLINE", "headline", "pair_scores", "score"]
 
 
-def pair_scores(cfg: Mapping[str, Any], layout: Layout) -> tuple[Collection, PairScores]:
-    """Score every pair from what generate, rank and filter wrote (score and prove share it)."""
-    collection = Collection.load(layout.corpus)
+def pair_scores(
+    cfg: Mapping[str, Any], layout: Layout, engine: Engine | None = None
+) -> tuple[Collection, PlacedLists, PairScores]:
+    """Score every pair from what generate, rank and filter wrote (score and prove share it).
+
+    The per-principal part runs on ``engine`` (default: the one ``evaluation.engine`` names);
+    the lists come back too, so prove reads them once.
+    """
+    collection = _ids_and_grants(layout.corpus)
     ranking = Ranking.load(layout.ranking)
     lists = PlacedLists.load(layout.lists)
-    scores = score_pairs(
-        ranking, lists, collection.relevance_matrix(), collection.acl_matrix(), ks_of(cfg)
-    )
-    return collection, scores
+    with _engine(cfg, engine) as run:
+        scores = score_pairs(
+            ranking,
+            lists,
+            collection.relevance_matrix(),
+            collection.acl_matrix(),
+            ks_of(cfg),
+            engine=run,
+        )
+    return collection, lists, scores
+
+
+#: The columns score and prove read from the corpus tables that hold text (every column of the
+#: others): at a million documents the text is most of the reading time, and nothing here uses it.
+_ID_COLUMNS: dict[str, list[str] | None] = {
+    "documents": ["doc_id"],
+    "queries": ["query_id"],
+    "qrels": None,
+    "principals": None,
+    "acl": None,
+}
+
+
+def _ids_and_grants(directory: Path) -> Collection:
+    """The corpus as `Collection.load` reads it, without the documents' and queries' text."""
+    frames = {}
+    for name, columns in _ID_COLUMNS.items():
+        path = Path(directory) / f"{name}.parquet"
+        if not path.is_file():
+            raise ArecallError(f"{path}: missing; run the generate stage first")
+        frames[name] = pd.read_parquet(path, columns=columns)
+    return Collection(**frames)
+
+
+@contextmanager
+def _engine(cfg: Mapping[str, Any], engine: Engine | None) -> Iterator[Engine]:
+    """The engine given, else the one the config names (closed afterwards)."""
+    if engine is not None:
+        yield engine
+        return
+    with engine_from_config(cfg.get("evaluation", {})) as made:
+        yield made
 
 
 def score(cfg: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
     """Score every pair, K and placement; write the per-pair table and metrics.json."""
-    collection, scores = pair_scores(cfg, layout)
+    collection, _, scores = pair_scores(cfg, layout)
     frame = scores.to_frame(collection.query_ids, collection.principal_names)
     write_parquet(layout.pairs, frame)
     metrics = summarise(scores, n_documents=len(collection.documents))
