@@ -1,0 +1,305 @@
+"""Ship sweep points to a Dask cluster, run them there with Hydra's `run_job`, bring them back.
+
+As Hydra's Ray launcher does: each point's config is composed here, in the launching process
+(so ``${now:}`` and the sweep directory resolve once, as for the other launchers), and shipped
+with the task function, the Hydra context and Hydra's global state, pickled with cloudpickle
+(the task function of ``arecall run`` is a closure: plain pickle refuses it). A worker process
+runs one point at a time under a lock, because Hydra's state is process-global, with the
+launching process's ``ARECALL_*``/``MLFLOW_*`` environment and command line; what the point
+prints is sent back and printed here, in point order.
+
+The sweep's MLflow runs are written by the workers: a sqlite store is a file on this machine,
+so points on other hosts are refused unless MLFLOW_TRACKING_URI names a tracking server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import secrets
+import socket
+import sys
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.singleton import Singleton
+from hydra.core.utils import (
+    JobReturn,
+    JobStatus,
+    configure_log,
+    filter_overrides,
+    run_job,
+    setup_globals,
+)
+from hydra.errors import CompactHydraException
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+log = logging.getLogger(__name__)
+
+#: One point at a time per worker process: Hydra's config, the environment, sys.argv and
+#: sys.stdout are process-global.
+_JOB_LOCK = threading.Lock()
+
+
+class ClusterError(CompactHydraException):
+    """The cluster could not run the sweep (one line, as Hydra prints compact errors)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"arecall: error: {message}")
+        self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:  # travels back from a worker pickled
+        return (ClusterError, (self.message,))
+
+
+# -- the worker side ------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _environment(env: Mapping[str, str], prefixes: Sequence[str]) -> Iterator[None]:
+    """The launching process's variables with ``prefixes``, and no others with them."""
+    saved = {k: v for k, v in os.environ.items() if k.startswith(tuple(prefixes))}
+    for key in saved:
+        del os.environ[key]
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key in [k for k in os.environ if k.startswith(tuple(prefixes))]:
+            del os.environ[key]
+        os.environ.update(saved)
+
+
+@contextlib.contextmanager
+def _job_process_state(argv: Sequence[str]) -> Iterator[tuple[io.StringIO, io.StringIO]]:
+    """The job's sys.argv, captured stdout/stderr, and the worker's logging restored after."""
+    root = logging.getLogger()
+    handlers, level, old_argv = root.handlers[:], root.level, sys.argv[:]
+    out, err = io.StringIO(), io.StringIO()
+    sys.argv = list(argv)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            yield out, err
+    finally:
+        sys.argv = old_argv
+        for handler in root.handlers[:]:  # Hydra's job logging: a file in the job's directory
+            if handler not in handlers:
+                root.removeHandler(handler)
+                handler.close()
+        for handler in handlers:
+            if handler not in root.handlers:
+                root.addHandler(handler)
+        root.setLevel(level)
+
+
+def execute(shared: bytes, job: bytes) -> bytes:
+    """Run one sweep point on this worker; its `JobReturn` and output, pickled.
+
+    ``shared``: the Hydra context, task function, Hydra's global state, the environment and
+    the command line (the same for every point); ``job``: the point's composed config.
+    """
+    import cloudpickle
+
+    with _JOB_LOCK:
+        hydra_context, task_function, singleton_state, env, prefixes, argv = cloudpickle.loads(
+            shared
+        )
+        sweep_config = cloudpickle.loads(job)
+        setup_globals()
+        Singleton.set_state(singleton_state)
+        HydraConfig.instance().set_config(sweep_config)
+        with _environment(env, prefixes), _job_process_state(argv) as (out, err):
+            ret = run_job(
+                hydra_context=hydra_context,
+                task_function=task_function,
+                config=sweep_config,
+                job_dir_key="hydra.sweep.dir",
+                job_subdir_key="hydra.sweep.subdir",
+            )
+        where = f"{socket.gethostname()} pid {os.getpid()}"
+        result: bytes = cloudpickle.dumps((ret, out.getvalue(), err.getvalue(), where))
+        return result
+
+
+# -- the launching side ---------------------------------------------------------------------------
+
+
+def _connect(launcher: Any) -> tuple[Any, Any]:
+    """A client of the configured scheduler, or of a local cluster on 127.0.0.1 started here."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise ClusterError(
+            "hydra/launcher=dask needs Dask: pip install 'arecall[cluster]'"
+        ) from None
+    import dask
+
+    cluster = None
+    # unset: Dask's own setting (DASK_SCHEDULER_ADDRESS), else a cluster of our own
+    address = launcher.address or dask.config.get("scheduler-address", None)
+    try:
+        if not address:
+            cluster = LocalCluster(
+                n_workers=launcher.n_workers,
+                threads_per_worker=launcher.threads_per_worker,
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address="127.0.0.1:0",
+                worker_dashboard_address="127.0.0.1:0",
+            )
+            address = cluster.scheduler_address
+        client = Client(address, timeout=launcher.connect_timeout)
+    except OSError:  # distributed's connect timeout is an OSError
+        if cluster is not None:
+            cluster.close()
+        raise ClusterError(
+            f"hydra.launcher.address={address}: no Dask scheduler answered within "
+            f"{launcher.connect_timeout:g} s"
+        ) from None
+    try:
+        client.wait_for_workers(1, timeout=launcher.connect_timeout)
+    except OSError:
+        _close(client, cluster)
+        raise ClusterError(
+            f"hydra.launcher.address={address}: the scheduler has no workers after "
+            f"{launcher.connect_timeout:g} s (start some: dask worker {address})"
+        ) from None
+    return client, cluster
+
+
+def _close(client: Any, cluster: Any) -> None:
+    with contextlib.suppress(Exception):
+        client.close()
+    if cluster is not None:
+        with contextlib.suppress(Exception):
+            cluster.close()
+
+
+def _check_store(client: Any, config: DictConfig) -> None:
+    """Refuse a sweep whose workers on other hosts would write a sqlite file of this host."""
+    if not OmegaConf.select(config, "tracking.enabled", default=False):
+        return
+    from arecall.pipeline.tracking import tracking_uri
+
+    uri = tracking_uri(".")
+    if uri.startswith(("http://", "https://")):
+        return
+    here = socket.gethostname()
+    elsewhere = sorted({h for h in client.run(socket.gethostname).values() if h != here})
+    if elsewhere:
+        raise ClusterError(
+            f"the MLflow store {uri} is a file on {here}; the workers on "
+            f"{', '.join(elsewhere)} cannot write it: start an mlflow server and set "
+            "MLFLOW_TRACKING_URI=http://HOST:PORT (README: Running on a cluster)"
+        )
+
+
+def _sweep_config(launcher: Any, overrides: Sequence[str], idx: int) -> DictConfig:
+    """A point's config, composed here; the sweep directory made absolute (workers' cwd differs)."""
+    sweep_config = launcher.hydra_context.config_loader.load_sweep_config(
+        launcher.config, list(overrides)
+    )
+    with open_dict(sweep_config):
+        sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{idx}"
+        sweep_config.hydra.job.num = idx
+        sweep_dir = Path(str(sweep_config.hydra.sweep.dir)).absolute()
+        sweep_config.hydra.sweep.dir = str(sweep_dir)
+    assert isinstance(sweep_config, DictConfig)
+    return sweep_config
+
+
+def _failed(overrides: Sequence[str], error: BaseException) -> JobReturn:
+    ret = JobReturn(overrides=list(overrides), status=JobStatus.FAILED)
+    ret.return_value = error
+    return ret
+
+
+def launch(
+    launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+) -> Sequence[JobReturn]:
+    """Run every point on the cluster; their `JobReturn` in order (Hydra's launcher contract).
+
+    A point the cluster lost (its worker died, the scheduler went away) is a failed point,
+    named; the other points still run.
+    """
+    setup_globals()
+    assert launcher.config is not None and launcher.hydra_context is not None
+    assert launcher.task_function is not None
+    configure_log(launcher.config.hydra.hydra_logging, launcher.config.hydra.verbose)
+    sweep_dir = Path(str(launcher.config.hydra.sweep.dir))
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+
+    # Dask's INFO lines (workers coming and going) would pass into Hydra's log of the sweep
+    with _quiet("distributed"):
+        return _run(launcher, job_overrides, initial_job_idx, sweep_dir)
+
+
+def _run(
+    launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int, sweep_dir: Path
+) -> list[JobReturn]:
+    import cloudpickle
+
+    client, cluster = _connect(launcher)
+    try:
+        address = str(client.scheduler.address)
+        _check_store(client, launcher.config)
+        log.info(f"Dask launcher: {len(job_overrides)} jobs on {address}, output in {sweep_dir}")
+        env = {k: v for k, v in os.environ.items() if k.startswith(launcher.env_prefixes)}
+        shared = cloudpickle.dumps(
+            (
+                launcher.hydra_context,
+                launcher.task_function,
+                Singleton.get_state(),
+                env,
+                launcher.env_prefixes,
+                sys.argv[:],
+            )
+        )
+        shared_future = client.scatter(shared, hash=False)
+        token = secrets.token_hex(4)
+        futures = []
+        for offset, overrides in enumerate(job_overrides):
+            idx = initial_job_idx + offset
+            log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
+            job = cloudpickle.dumps(_sweep_config(launcher, overrides, idx))
+            futures.append(
+                client.submit(execute, shared_future, job, key=f"arecall-job-{token}-{idx}")
+            )
+        returns: list[JobReturn] = []
+        for offset, (overrides, future) in enumerate(zip(job_overrides, futures, strict=True)):
+            idx = initial_job_idx + offset
+            try:
+                ret, out, err, where = cloudpickle.loads(future.result())
+            except Exception as exc:
+                point = " ".join(filter_overrides(overrides)) or "defaults"
+                error = ClusterError(
+                    f"sweep point {idx} ({point}) was lost on the cluster {address}: "
+                    f"{exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                )
+                print(error, file=sys.stderr)
+                returns.append(_failed(overrides, error))
+                continue
+            sys.stdout.write(out)
+            sys.stderr.write(err)
+            log.info(f"\t#{idx} ran on {where}: {ret.status.name}")
+            returns.append(ret)
+        return returns
+    finally:
+        _close(client, cluster)
+
+
+@contextlib.contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    """Only warnings and errors from logger ``name`` in the block."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
