@@ -121,6 +121,18 @@ def seed_dir(tmp_path: Path) -> Path:
     return write_seed_dir(tmp_path / "seed", 7)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Runs share a vector-experiment cache within the session, never the user's ~/.cache."""
+    saved = os.environ.get("ARECALL_CACHE_DIR")
+    os.environ["ARECALL_CACHE_DIR"] = str(tmp_path_factory.mktemp("arecall-cache"))
+    yield
+    if saved is None:
+        os.environ.pop("ARECALL_CACHE_DIR", None)
+    else:
+        os.environ["ARECALL_CACHE_DIR"] = saved
+
+
 @pytest.fixture(autouse=True)
 def _isolated_mlflow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test writes to the repository's own mlflow.db."""

@@ -322,3 +322,26 @@ def test_arecall_log_dot_logs_a_dvc_repository_params_and_reports(tmp_path, mlfl
     assert arecall("log", str(tmp_path / "reports")).stderr.startswith(
         f"arecall: error: {tmp_path / 'reports'}: not a run directory"
     )
+
+
+@pytest.mark.long
+def test_arecall_log_refuses_results_already_in_the_store_unless_forced(
+    tmp_path, mlflow_store, arecall
+):
+    out = tmp_path / "out"
+    proc = arecall("run", f"hydra.run.dir={out}", FAST_PROOF)  # tracked: logged already
+    assert proc.returncode == 0, proc.stderr
+    (run,) = _runs(mlflow_store)
+    again = arecall("log", str(out))
+    assert again.returncode == 2
+    lines = again.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"arecall: error: {out}: "), lines
+    assert f"already logged (run {run.info.run_id} in {mlflow_store})" in lines[0]
+    assert len(_runs(mlflow_store)) == 1  # nothing logged twice
+    forced = arecall("log", "--force", str(out))
+    assert forced.returncode == 0, forced.stderr
+    assert len(_runs(mlflow_store)) == 2
+    # other results (a changed report) are not "already logged"
+    (out / "tables.md").write_text((out / "tables.md").read_text() + "\nedited\n")
+    assert arecall("log", str(out)).returncode == 0
+    assert len(_runs(mlflow_store)) == 3

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,40 @@ def test_the_config_hash_ignores_tracking_and_sees_every_result_setting():
     assert config_hash(cfg) == config_hash({**cfg, "tracking": {"enabled": False}})
     assert config_hash(cfg) != config_hash(fast_config("retriever=bm25"))
     assert config_hash(cfg) != config_hash(fast_config("evaluation.ks=[1,5]"))
+
+
+def test_a_run_is_logged_in_few_store_calls_with_every_artifact_and_table(
+    tmp_path: Path, mlflow_store: str, monkeypatch: pytest.MonkeyPatch
+):
+    """Metrics and tags in one batch, every artifact in one upload; the UI still sees tables."""
+    from mlflow import MlflowClient as Client
+
+    calls: dict[str, int] = {}
+    for name in ("log_batch", "log_artifacts", "log_artifact", "log_table", "log_dict", "set_tag"):
+        original = getattr(Client, name)
+
+        def spy(self, *args, _name=name, _original=original, **kwargs):
+            calls[_name] = calls.get(_name, 0) + 1
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(Client, name, spy)
+    cfg = fast_config()
+    layout = Layout.run(tmp_path / "out")
+    result = run_all(cfg, layout)
+    run_id = log_run(cfg, layout.report_files(), vector=result["vector"])
+    # one batch for the params at the start (a failed run keeps its config), one at the end
+    assert calls == {"log_batch": 2, "log_artifacts": 1}
+    client = MlflowClient(tracking_uri=mlflow_store)
+    run = client.get_run(run_id)
+    assert "arecall_pre_at_5" in run.data.metrics and run.data.params["retriever.name"]
+    logged = {a.path for a in client.list_artifacts(run_id, "reports")}
+    assert {f"reports/{p.name}" for p in layout.report_files().values()} == logged
+    tables = [t["path"] for t in json.loads(run.data.tags["mlflow.loggedArtifacts"])]
+    assert "tables/arecall_at_k.json" in tables and "tables/vector_search.json" in tables
+    loaded = client.load_table(run.info.experiment_id, "tables/arecall_at_k.json", [run_id])
+    assert list(loaded["K"]) == [1, 3, 5, 10]
+    proof = client.download_artifacts(run_id, "proof/proof.json", str(tmp_path / "dl"))
+    assert json.loads(Path(proof).read_text()) == result["proof"]
+    cache = result["vector"].attrs.get("cache")
+    if cache:
+        assert run.data.tags["arecall.vectors_cache"].split()[0] == cache

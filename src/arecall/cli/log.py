@@ -20,7 +20,10 @@ from arecall.core.errors import ArecallError
 
 __all__ = ["log_main"]
 
-USAGE = "usage: arecall log DIR  (an `arecall run` directory, or a DVC repository: params.yaml)"
+USAGE = (
+    "usage: arecall log [--force] DIR  "
+    "(an `arecall run` directory, or a DVC repository: params.yaml)"
+)
 
 
 def log_main(argv: Sequence[str]) -> int:
@@ -35,12 +38,20 @@ def log_main(argv: Sequence[str]) -> int:
     """  # noqa: E501 (a doctest's expected line)
     from arecall.pipeline.config import load_params
     from arecall.pipeline.layout import Layout
-    from arecall.pipeline.tracking import log_run, tracking_uri
+    from arecall.pipeline.tracking import (
+        experiment_name,
+        log_run,
+        logged_runs,
+        reports_digest,
+        tracking_uri,
+    )
 
     args = list(argv)
     if args and args[0] in ("-h", "--help"):
         print(USAGE)
         return 0
+    force = "--force" in args
+    args = [a for a in args if a != "--force"]
     if len(args) != 1:
         raise ArecallError(f"log: expected one directory ({USAGE.removeprefix('usage: ')})")
     directory = Path(args[0])
@@ -58,6 +69,14 @@ def log_main(argv: Sequence[str]) -> int:
         raise ArecallError(
             f"{layout.reports}: no results to log (no metrics.json or vector_search.csv)"
         )
+    if not force:
+        uri = tracking_uri(".")
+        done = logged_runs(uri, experiment_name(cfg), reports_digest(reports))
+        if done:
+            raise ArecallError(
+                f"{directory}: these results are already logged (run {done[0]} in {uri}); "
+                "nothing logged (--force logs them again)"
+            )
     run_id = log_run(
         {**cfg, "tracking": {**cfg["tracking"], "on_error": "fail"}},
         reports,
@@ -67,6 +86,7 @@ def log_main(argv: Sequence[str]) -> int:
             "arecall.logged_from": entry,
             "arecall.run_dir": str(directory.resolve()),
         },
+        rank_info=layout.rank_info,
     )
     print(f"mlflow: logged run {run_id} to {tracking_uri('.')}", file=sys.stderr)
     return 0

@@ -68,8 +68,7 @@ def run_main(argv: Sequence[str]) -> int:
 
     root = os.getcwd()
 
-    @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
-    def task(cfg: DictConfig) -> float | None:
+    def body(cfg: DictConfig) -> float | None:
         config: Any = OmegaConf.to_container(cfg, resolve=True)
         hydra_cfg = HydraConfig.get()
         directory = hydra_cfg.runtime.output_dir
@@ -90,13 +89,19 @@ def run_main(argv: Sequence[str]) -> int:
         value = result["metrics"]["k"][k_max]["arecall_pre_nonempty"]
         return None if value is None else float(value)
 
+    task = hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(body)
     check_group_choices(argv, CONF_DIR)
-    check_composition(argv)
     _register_resolvers()
+    single = _single_run_overrides(argv)
+    if single is None:
+        check_composition(argv)
     sys.argv = ["arecall run", *argv]
     try:
         with interruptible():
-            task()
+            if single is None:
+                task()
+            else:
+                _run_single(single, body)
     except Interrupted as exc:
         end_sweep("KILLED")
         print(f"arecall: interrupted by {signal.Signals(exc.signum).name}", file=sys.stderr)
@@ -125,6 +130,102 @@ class SweepPointFailed(CompactHydraException):
         return (SweepPointFailed, (self.point, self.error))
 
 
+def _single_run_overrides(argv: Sequence[str]) -> list[str] | None:
+    """The overrides of a plain single run (no ``-m``, ``--cfg``, ``--help``…), else None.
+
+    Those are composed once (`_run_single`); anything else goes through ``hydra.main``.
+    """
+    from hydra._internal.utils import get_args_parser
+
+    try:
+        args = get_args_parser().parse_args(list(argv))
+    except SystemExit:  # argparse's own usage error: hydra.main reports it
+        return None
+    special = (
+        args.help,
+        args.hydra_help,
+        args.cfg,
+        args.info,
+        args.shell_completion,
+        args.multirun,
+        args.config_path,
+        args.config_name,
+        args.config_dir,
+        getattr(args, "experimental_rerun", None),
+        args.resolve,
+        args.package,
+    )
+    if any(value not in (None, False) for value in special):
+        return None
+    if any(o.replace(" ", "").startswith("hydra.mode=") for o in args.overrides):
+        return None
+    return list(args.overrides)
+
+
+def _run_single(overrides: list[str], body: Any) -> None:
+    """Compose the config once, check it, then run ``body`` as Hydra's job (one composition).
+
+    ``hydra.main`` composes a run's config twice (once to learn the mode, once to run) and the
+    check before it a third time; each is a few tenths of a second of a run that takes
+    seconds. Here the one composition is checked (schema, raw strings) before Hydra's job
+    starts — so a refused config writes nothing — and is the config the job runs: Hydra's
+    ``run_job`` makes the run directory, saves ``.hydra/`` and sets up logging as ``hydra.main``
+    does. A composition Hydra refuses is reported by `default_config` in one line.
+    """
+    from hydra._internal.hydra import Hydra
+    from hydra._internal.utils import create_config_search_path, run_and_report
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.utils import run_job
+    from hydra.errors import HydraException
+    from hydra.types import HydraContext, RunMode
+    from omegaconf import OmegaConf, open_dict, read_write
+    from omegaconf.errors import OmegaConfBaseException
+
+    from arecall.pipeline.config import CONF_DIR, default_config, override_origin
+    from arecall.pipeline.schema import check_config, register
+
+    register()
+    GlobalHydra.instance().clear()
+    app = Hydra.create_main_hydra2(
+        task_name="arecall", config_search_path=create_config_search_path(str(CONF_DIR))
+    )
+    try:
+        try:
+            cfg = app.compose_config(
+                "config", list(overrides), with_log_configuration=True, run_mode=RunMode.RUN
+            )
+            task_cfg = OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"])
+            container: Any = OmegaConf.to_container(task_cfg, resolve=True)
+        except (HydraException, OmegaConfBaseException):
+            GlobalHydra.instance().clear()  # default_config composes with its own Hydra
+            default_config(overrides)  # raises the one-line error naming the override
+            raise  # not reached: the same composition failed there too
+        checked = check_config(container, origin=override_origin(overrides))
+        _check_raw_strings(overrides, checked)
+        with read_write(cfg.hydra), open_dict(cfg.hydra):
+            cfg.hydra.mode = RunMode.RUN
+        from hydra._internal.callbacks import Callbacks
+
+        callbacks = Callbacks(cfg)
+        callbacks.on_run_start(config=cfg, config_name="config")
+
+        def job() -> None:
+            ret = run_job(
+                hydra_context=HydraContext(config_loader=app.config_loader, callbacks=callbacks),
+                task_function=body,
+                config=cfg,
+                job_dir_key="hydra.run.dir",
+                job_subdir_key=None,
+                configure_logging=True,
+            )
+            callbacks.on_run_end(config=cfg, config_name="config", job_return=ret)
+            _ = ret.return_value  # raises the job's exception, as Hydra.run does
+
+        run_and_report(job)
+    finally:
+        GlobalHydra.instance().clear()
+
+
 def _tracked(
     config: Any, layout: Any, run_all: Any, root: str, directory: str, hydra_cfg: Any
 ) -> dict[str, Any]:
@@ -144,7 +245,9 @@ def _tracked(
     with run:
         run.start()
         result = run_all(config, layout)
-        finish_pipeline_run(run, layout.report_files(), vector=result.get("vector"))
+        finish_pipeline_run(
+            run, layout.report_files(), vector=result.get("vector"), rank_info=layout.rank_info
+        )
     return result
 
 

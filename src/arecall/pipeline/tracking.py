@@ -59,10 +59,13 @@ __all__ = [
     "TrackingError",
     "close_orphans",
     "end_sweep",
+    "experiment_name",
     "interruptible",
     "log_evaluation",
     "log_run",
+    "logged_runs",
     "open_store",
+    "reports_digest",
     "safe_key",
     "store_lock",
     "tracking_uri",
@@ -227,6 +230,10 @@ def _probe(uri: str) -> bool:
         return False
 
 
+#: Stores this process has opened (made or migrated) already: a second open skips that query.
+_OPENED: set[str] = set()
+
+
 @contextmanager
 def open_store(uri: str, *, orphans: bool = True) -> Iterator[Any]:
     """An `mlflow.MlflowClient` on ``uri``, under the store's lock, ready to write.
@@ -255,9 +262,11 @@ def open_store(uri: str, *, orphans: bool = True) -> Iterator[Any]:
         from mlflow import MlflowClient
 
         client = MlflowClient(tracking_uri=uri)
-        experiments = client.search_experiments()  # creates/migrates a sqlite store, here
-        if orphans:
-            close_orphans(client, [e.experiment_id for e in experiments])
+        if orphans or uri not in _OPENED:
+            experiments = client.search_experiments()  # creates/migrates a sqlite store, here
+            _OPENED.add(uri)
+            if orphans:
+                close_orphans(client, [e.experiment_id for e in experiments])
         yield client
 
 
@@ -463,8 +472,10 @@ class TrackedRun:
         metrics: Mapping[str, float] | None = None,
         stepped: Sequence[tuple[str, float, int]] = (),
         artifacts: Artifacts | None = None,
+        *,
+        tags: Mapping[str, str] | None = None,
     ) -> str | None:
-        """Log metrics (one batch per 1000) and artifacts; end FINISHED; return the run id.
+        """Log metrics and ``tags`` (one batch) and artifacts; end FINISHED; return the run id.
 
         None when the store could not be written and ``on_error`` is ``warn``.
         """
@@ -472,7 +483,9 @@ class TrackedRun:
             try:
                 with open_store(self.uri, orphans=False) as client:
                     assert self.run_id is not None
-                    _log_batches(client, self.run_id, metrics=metrics or {}, stepped=stepped)
+                    _log_batches(
+                        client, self.run_id, metrics=metrics or {}, stepped=stepped, tags=tags
+                    )
                     if artifacts is not None:
                         artifacts(client, self.run_id)
                     client.set_terminated(self.run_id, "FINISHED")
@@ -551,18 +564,29 @@ def _log_batches(
     params: Mapping[str, str] | None = None,
     metrics: Mapping[str, float] | None = None,
     stepped: Sequence[tuple[str, float, int]] = (),
-) -> None:
-    """Params and metrics in as few `log_batch` calls as MLflow's per-call limits allow."""
-    from mlflow.entities import Metric, Param
+    tags: Mapping[str, str] | None = None,
+) -> int:
+    """Params, metrics and tags in as few `log_batch` calls as MLflow's limits allow.
+
+    Each call takes up to 1000 metrics, 100 params and 100 tags (1000 entities in all): a
+    pipeline run's metrics and tags are one call. Returns the number of calls made.
+    """
+    from mlflow.entities import Metric, Param, RunTag
 
     now = int(time.time() * 1000)
     plist = [Param(k, v) for k, v in (params or {}).items()]
     mlist = [Metric(k, float(v), now, 0) for k, v in (metrics or {}).items()]
     mlist += [Metric(k, float(v), now, step) for k, v, step in stepped]
-    for i in range(0, len(plist), _PARAMS_PER_BATCH):
-        client.log_batch(run_id, params=plist[i : i + _PARAMS_PER_BATCH])
-    for i in range(0, len(mlist), _METRICS_PER_BATCH):
-        client.log_batch(run_id, metrics=mlist[i : i + _METRICS_PER_BATCH])
+    tlist = [RunTag(k, v[:_TAG_VALUE_MAX]) for k, v in (tags or {}).items()]
+    calls = 0
+    while plist or mlist or tlist:
+        p, plist = plist[:_PARAMS_PER_BATCH], plist[_PARAMS_PER_BATCH:]
+        t, tlist = tlist[:_PARAMS_PER_BATCH], tlist[_PARAMS_PER_BATCH:]
+        room = _METRICS_PER_BATCH - len(p) - len(t)
+        m, mlist = mlist[:room], mlist[room:]
+        client.log_batch(run_id, metrics=m, params=p, tags=t)
+        calls += 1
+    return calls
 
 
 # -- the pipeline's runs ---------------------------------------------------------------------------
@@ -626,9 +650,17 @@ def pipeline_run(
 
 
 def finish_pipeline_run(
-    run: TrackedRun, reports: Mapping[str, Path], *, vector: Any = None
+    run: TrackedRun,
+    reports: Mapping[str, Path],
+    *,
+    vector: Any = None,
+    rank_info: Path | None = None,
 ) -> str | None:
-    """Log a pipeline's reports (metrics, proof, tables, vector table) and end ``run`` FINISHED."""
+    """Log a pipeline's reports (metrics, proof, tables, vector table) and end ``run`` FINISHED.
+
+    ``rank_info`` (the rank stage's ``rank.json``) adds how the ranking was stored as
+    ``arecall.rank.<field>`` tags, so a run shows which representation its depth chose.
+    """
 
     def read(name: str) -> Any:
         path = reports.get(name)
@@ -649,28 +681,107 @@ def finish_pipeline_run(
         vector_flat, keys = _vector_metrics(vector)
         flat.update(vector_flat)
 
+    tables: dict[str, Any] = {}
+    if metrics:
+        tables["tables/arecall_at_k.json"] = main_table(metrics)
+        tables["tables/arecall_at_k_nonempty.json"] = restricted_table(metrics)
+    if proof:
+        tables["tables/proof.json"] = _proof_frame(claims)
+    if vector is not None:
+        tables["tables/vector_search.json"] = vector
+    documents: dict[str, Any] = {}
+    if proof:
+        documents["proof/proof.json"] = proof
+    if keys:
+        documents["keys.json"] = keys
+    tags = {"arecall.reports_digest": reports_digest(reports)}
+    if tables:  # what MlflowClient.log_table records, so the UI lists them as tables
+        tags["mlflow.loggedArtifacts"] = json.dumps([{"path": p, "type": "table"} for p in tables])
+    if rank_info is not None and Path(rank_info).is_file():
+        stored = json.loads(Path(rank_info).read_text(encoding="utf-8")).get("representation", {})
+        tags.update({f"arecall.rank.{field}": str(value) for field, value in stored.items()})
+    cache = getattr(vector, "attrs", {}).get("cache")
+    if cache:
+        tags["arecall.vectors_cache"] = f"{cache} {vector.attrs.get('cache_key', '')}".strip()
+
     def artifacts(client: Any, run_id: str) -> None:
-        if metrics:
-            client.log_table(run_id, main_table(metrics), artifact_file="tables/arecall_at_k.json")
-            client.log_table(
-                run_id, restricted_table(metrics), artifact_file="tables/arecall_at_k_nonempty.json"
-            )
-        if proof:
-            client.log_table(run_id, _proof_frame(claims), artifact_file="tables/proof.json")
-            client.log_dict(run_id, proof, "proof/proof.json")
-        if vector is not None:
-            client.log_table(run_id, vector, artifact_file="tables/vector_search.json")
-        if keys:
-            client.log_dict(run_id, keys, "keys.json")
+        staged_artifacts(client, run_id, tables, documents, reports)
+
+    return run.finish(flat, stepped, artifacts, tags=tags)
+
+
+def reports_digest(reports: Mapping[str, Path]) -> str:
+    """SHA-256 of a run's report files (names and bytes): the same results, the same digest.
+
+    Logged as the tag ``arecall.reports_digest``, so ``arecall log`` can tell results already in
+    the store from results to log.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "metrics.json").write_text("{}")
+    >>> reports_digest({"metrics": d / "metrics.json"}) == reports_digest({"m": d / "metrics.json"})
+    True
+    """
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted(Path(p) for p in reports.values()):
+        if path.is_file():
+            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def logged_runs(uri: str, experiment: str, digest: str) -> list[str]:
+    """Ids of the FINISHED runs of ``experiment`` whose reports have ``digest``."""
+    with open_store(uri, orphans=False) as client:
+        found = client.get_experiment_by_name(experiment)
+        if found is None:
+            return []
+        runs = client.search_runs(
+            [found.experiment_id],
+            filter_string=(
+                f"tags.`arecall.reports_digest` = '{digest}' and attributes.status = 'FINISHED'"
+            ),
+        )
+        return [str(r.info.run_id) for r in runs]
+
+
+def staged_artifacts(
+    client: Any,
+    run_id: str,
+    tables: Mapping[str, Any],
+    documents: Mapping[str, Any],
+    reports: Mapping[str, Path],
+) -> None:
+    """Write every artifact into one staging directory and log it with one call.
+
+    MLflow's ``log_table`` / ``log_dict`` / ``log_artifact`` are a store round trip each (a
+    ``log_table`` three: it reads the run back to extend a tag), about two seconds for a
+    pipeline run; the files are the same: tables as pandas' ``orient="split"`` JSON (what
+    ``log_table`` writes and ``load_table`` reads), documents as indented JSON, ``tables.md``
+    under ``tables/`` and the report files under ``reports/``.
+    """
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="arecall-artifacts-") as tmp:
+        root = Path(tmp)
+        for name, frame in tables.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            frame.to_json(root / name, orient="split", index=False, date_format="iso")
+        for name, data in documents.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+        (root / "reports").mkdir()
         if reports.get("tables"):
-            client.log_text(
-                run_id, Path(reports["tables"]).read_text(encoding="utf-8"), "tables/tables.md"
-            )
+            (root / "tables").mkdir(exist_ok=True)
+            shutil.copyfile(reports["tables"], root / "tables" / "tables.md")
         for path in reports.values():
             if Path(path).is_file():
-                client.log_artifact(run_id, str(path), artifact_path="reports")
-
-    return run.finish(flat, stepped, artifacts)
+                shutil.copyfile(path, root / "reports" / Path(path).name)
+        client.log_artifacts(run_id, str(root))
 
 
 def log_run(
@@ -683,6 +794,7 @@ def log_run(
     parent_run_id: str | None = None,
     vector: Any = None,
     results: tuple[str, str] | None = None,
+    rank_info: Path | None = None,
 ) -> str | None:
     """Log one finished pipeline execution to MLflow and return its run id.
 
@@ -703,6 +815,8 @@ def log_run(
         `SweepCallback` for the jobs of an ``arecall run -m`` sweep).
     results : (where, log argument), optional
         Named by the one-line message if the store cannot be written.
+    rank_info : path, optional
+        The rank stage's ``rank.json``: logged as ``arecall.rank.*`` tags when it exists.
 
     Returns
     -------
@@ -728,7 +842,7 @@ def log_run(
     )
     with interruptible(), run:
         run.start()
-        return finish_pipeline_run(run, reports, vector=vector)
+        return finish_pipeline_run(run, reports, vector=vector, rank_info=rank_info)
 
 
 def _vector_metrics(table: Any) -> tuple[dict[str, float], dict[str, str]]:
@@ -758,8 +872,18 @@ def _vector_metrics(table: Any) -> tuple[dict[str, float], dict[str, str]]:
     return out, keys
 
 
-def _experiment(cfg: Mapping[str, Any]) -> str:
+def experiment_name(cfg: Mapping[str, Any]) -> str:
+    """The MLflow experiment a config's runs go to (``tracking.experiment``, else ``arecall``).
+
+    Examples
+    --------
+    >>> experiment_name({"tracking": {}})
+    'arecall'
+    """
     return str((cfg.get("tracking") or {}).get("experiment") or "arecall")
+
+
+_experiment = experiment_name
 
 
 def _proof_frame(claims: list[dict[str, Any]]) -> Any:
@@ -850,7 +974,16 @@ def end_sweep(status: str | None = None) -> None:
             for child in children:
                 if child.info.status == "RUNNING":
                     client.set_terminated(child.info.run_id, "KILLED")
-            failed = any(c.info.status in ("FAILED", "KILLED") for c in children)
+            # a point rerun after its worker died (a Dask sweep) has a FINISHED run with the same
+            # run directory: its lost attempt is not a failed point
+            done = {
+                c.data.tags.get("arecall.run_dir") for c in children if c.info.status == "FINISHED"
+            }
+            failed = any(
+                c.info.status in ("FAILED", "KILLED")
+                and c.data.tags.get("arecall.run_dir") not in done - {None}
+                for c in children
+            )
             final = status or "FINISHED"
             if final == "FINISHED" and failed:
                 final = "FAILED"

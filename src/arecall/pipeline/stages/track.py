@@ -27,6 +27,7 @@ def track(cfg: Mapping[str, Any], layout: Layout) -> str | None:
         run_name="dvc-repro",
         tags={"arecall.entry": "dvc repro"},
         results=(f"{layout.reports}/", str(layout.reports.parent)),
+        rank_info=layout.rank_info,
     )
 
 
