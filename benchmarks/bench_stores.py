@@ -45,14 +45,19 @@ def table(out: pd.DataFrame) -> str:
     """Markdown: post (every store) and each store's pushdown as returned / recall / cost."""
     scan = out[out["mode"] == "pre"].set_index(["corpus", "store", "selectivity"])["qps"]
     lines = [
-        "| corpus | s | " + " | ".join(f"{s} post" for s in STORES) + " | "
-        + " | ".join(f"{s} pushdown" for s in STORES) + " |",
+        "| corpus | s | "
+        + " | ".join(f"{s} post" for s in STORES)
+        + " | "
+        + " | ".join(f"{s} pushdown" for s in STORES)
+        + " |",
         "|---|---|" + "---|" * (2 * len(STORES)),
     ]
     for (corpus, s), cell in out.groupby(["corpus", "selectivity"], sort=False):
         rows = cell.set_index(["store", "mode"])
-        post = [f"{rows.loc[(st, 'post'), 'returned']:.2f} / {rows.loc[(st, 'post'), 'recall']:.3f}"
-                for st in STORES]
+        post = [
+            f"{rows.loc[(st, 'post'), 'returned']:.2f} / {rows.loc[(st, 'post'), 'recall']:.3f}"
+            for st in STORES
+        ]
         push = []
         for st in STORES:
             r = rows.loc[(st, "pushdown")]
