@@ -5,14 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from arecall.core.engine import Engine, engine_from_config
-from arecall.core.errors import ArecallError
 from arecall.core.placement import PlacedLists
 from arecall.core.ranking import Ranking
 from arecall.core.scoring import PairScores, score_pairs, summarise
@@ -34,7 +31,7 @@ def pair_scores(
     The per-principal part runs on ``engine`` (default: the one ``evaluation.engine`` names);
     the lists come back too, so prove reads them once.
     """
-    collection = _ids_and_grants(layout.corpus)
+    collection = Collection.load(layout.corpus, text=False)
     ranking = Ranking.load(layout.ranking)
     lists = PlacedLists.load(layout.lists)
     with _engine(cfg, engine) as run:
@@ -47,28 +44,6 @@ def pair_scores(
             engine=run,
         )
     return collection, lists, scores
-
-
-#: The columns score and prove read from the corpus tables that hold text (every column of the
-#: others): at a million documents the text is most of the reading time, and nothing here uses it.
-_ID_COLUMNS: dict[str, list[str] | None] = {
-    "documents": ["doc_id"],
-    "queries": ["query_id"],
-    "qrels": None,
-    "principals": None,
-    "acl": None,
-}
-
-
-def _ids_and_grants(directory: Path) -> Collection:
-    """The corpus as `Collection.load` reads it, without the documents' and queries' text."""
-    frames = {}
-    for name, columns in _ID_COLUMNS.items():
-        path = Path(directory) / f"{name}.parquet"
-        if not path.is_file():
-            raise ArecallError(f"{path}: missing; run the generate stage first")
-        frames[name] = pd.read_parquet(path, columns=columns)
-    return Collection(**frames)
 
 
 @contextmanager
