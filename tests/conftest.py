@@ -257,6 +257,23 @@ def dvc_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def dvc(
+    work: Path, *args: str, check: bool = False, timeout: float = 1500, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """Run the venv's ``dvc`` in ``work`` as a user would (`dvc_env`); ``check``: assert exit 0."""
+    proc = subprocess.run(
+        [str(VENV_BIN / "dvc"), *args],
+        cwd=work,
+        env=dvc_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if check:
+        assert proc.returncode == 0, f"dvc {' '.join(args)}:\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
 def rank_world(scores: Any, rel_m: Any, acl_m: Any, ks: Any, depth: int | None) -> tuple[Any, Any]:
     """A random world's full ranking (padded) and the pipeline's ranking kept to ``depth``.
 

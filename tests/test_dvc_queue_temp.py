@@ -9,7 +9,7 @@ snapshot of this repository (no outer MLFLOW_TRACKING_URI): minutes each, so ``l
 
 from __future__ import annotations
 
-import subprocess
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,10 @@ from mlflow.tracking import MlflowClient
 from arecall.pipeline.config import default_config
 from arecall.pipeline.tracking import config_hash
 
-from conftest import FAST_PROOF, VENV_BIN, dvc_env, git, snapshot_repo
+from conftest import FAST_PROOF, dvc, git, snapshot_repo
+
+#: dvc, asserting it succeeded
+dvc_ok = partial(dvc, check=True)
 
 pytestmark = [pytest.mark.slow, pytest.mark.long]
 
@@ -27,19 +30,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.long]
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return snapshot_repo(tmp_path_factory.mktemp("dvc-exps") / "arecall")
-
-
-def _dvc(work: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [str(VENV_BIN / "dvc"), *args],
-        cwd=work,
-        env=dvc_env(),
-        capture_output=True,
-        text=True,
-        timeout=1500,
-    )
-    assert proc.returncode == 0, f"dvc {' '.join(args)}:\n{proc.stdout}\n{proc.stderr}"
-    return proc
 
 
 def _run_named(repo: Path, name: str) -> Any:
@@ -68,9 +58,9 @@ def _no_store_but_the_repositorys(repo: Path) -> None:
 
 def test_a_queued_experiment_lands_in_the_repositorys_store(repo: Path):
     overrides = ["profiles=random", FAST_PROOF]
-    _dvc(repo, "exp", "run", "--queue", "-n", "queued-random", *(f"-S{o}" for o in overrides))
+    dvc_ok(repo, "exp", "run", "--queue", "-n", "queued-random", *(f"-S{o}" for o in overrides))
     assert not (repo / "mlflow.db").exists()  # queued, not run
-    _dvc(repo, "exp", "run", "--run-all")
+    dvc_ok(repo, "exp", "run", "--run-all")
     run = _run_named(repo, "queued-random")
     _check_provenance(repo, run, "queued-random", overrides)
     assert run.data.params["profiles.name"] == "random"
@@ -80,7 +70,7 @@ def test_a_queued_experiment_lands_in_the_repositorys_store(repo: Path):
 
 def test_a_temp_experiment_lands_in_the_repositorys_store(repo: Path):
     overrides = ["profiles=domains", FAST_PROOF]
-    _dvc(repo, "exp", "run", "--temp", "-n", "temp-domains", *(f"-S{o}" for o in overrides))
+    dvc_ok(repo, "exp", "run", "--temp", "-n", "temp-domains", *(f"-S{o}" for o in overrides))
     run = _run_named(repo, "temp-domains")
     _check_provenance(repo, run, "temp-domains", overrides)
     assert run.data.params["profiles.name"] == "domains"

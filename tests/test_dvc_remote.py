@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+from functools import partial
 from pathlib import Path
 
 import pytest
 
-from conftest import VENV_BIN, dvc_env, git, snapshot_repo
+from conftest import dvc, git, snapshot_repo
+
+#: dvc, asserting it succeeded
+dvc_ok = partial(dvc, check=True)
 
 pytestmark = pytest.mark.long
 
@@ -31,19 +35,6 @@ STAGES = (
 )
 
 
-def _dvc(work: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [str(VENV_BIN / "dvc"), *args],
-        cwd=work,
-        env=dvc_env(),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert proc.returncode == 0, f"dvc {' '.join(args)}:\n{proc.stdout}\n{proc.stderr}"
-    return proc
-
-
 def _digests(root: Path) -> dict[str, str]:
     return {
         str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
@@ -54,12 +45,12 @@ def _digests(root: Path) -> dict[str, str]:
 
 def test_push_from_one_clone_pull_into_another_and_nothing_reruns(tmp_path: Path):
     origin = snapshot_repo(tmp_path / "origin")
-    _dvc(origin, "repro")
+    dvc_ok(origin, "repro")
     remote = tmp_path / "remote"
-    _dvc(origin, "remote", "add", "-d", "shared", str(remote))
+    dvc_ok(origin, "remote", "add", "-d", "shared", str(remote))
     git(origin, "add", "-A")
     git(origin, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "results, remote")
-    pushed = _dvc(origin, "push")
+    pushed = dvc_ok(origin, "push")
     assert remote.is_dir() and any(p.is_file() for p in remote.rglob("*")), pushed.stdout
     produced = _digests(origin)
     assert {name.split("/")[1] for name in produced} >= {
@@ -75,12 +66,12 @@ def test_push_from_one_clone_pull_into_another_and_nothing_reruns(tmp_path: Path
     )
     clone = tmp_path / "clone"
     assert not (clone / "data" / "corpus").exists()  # git alone does not carry data/
-    _dvc(clone, "pull")
+    dvc_ok(clone, "pull")
     assert _digests(clone) == produced
 
-    status = _dvc(clone, "status")
+    status = dvc_ok(clone, "status")
     assert "Data and pipelines are up to date." in status.stdout, status.stdout
-    repro = _dvc(clone, "repro")
+    repro = dvc_ok(clone, "repro")
     assert "Running stage" not in repro.stdout, repro.stdout
     for stage in STAGES:
         assert f"Stage '{stage}' didn't change, skipping" in repro.stdout, repro.stdout

@@ -10,12 +10,11 @@ temporary file may remain anywhere in the workspace.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, VENV_BIN, dvc_env, git, snapshot_repo
+from conftest import ROOT, dvc, git, snapshot_repo
 
 pytestmark = pytest.mark.faults
 
@@ -46,27 +45,16 @@ KILL_POINTS = {
 }
 
 
-def _dvc(work: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(VENV_BIN / "dvc"), *args],
-        cwd=work,
-        env=dvc_env(**env),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-
 def test_kill_9_at_each_stage_then_dvc_repro_recovers_byte_identical(tmp_path: Path):
     work = snapshot_repo(tmp_path / "arecall")
     injector = tmp_path / "inject"
     injector.mkdir()
     (injector / "sitecustomize.py").write_text(INJECTOR)
-    proc = _dvc(work, "repro")
+    proc = dvc(work, "repro")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # last stage first, so each forced stage finds its inputs in place (-s: that stage only)
     for stage, artifact in reversed(KILL_POINTS.items()):
-        proc = _dvc(
+        proc = dvc(
             work,
             "repro",
             "--force",
@@ -80,7 +68,7 @@ def test_kill_9_at_each_stage_then_dvc_repro_recovers_byte_identical(tmp_path: P
         # killed between writing and publishing: the temp file is there, the artifact is not
         assert list(target.parent.glob(f".{target.name}.*tmp")), f"{stage}: no temp file left"
         assert not target.exists()
-    proc = _dvc(work, "repro")
+    proc = dvc(work, "repro")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for name in (
         "metrics.json",

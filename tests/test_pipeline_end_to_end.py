@@ -7,13 +7,12 @@ clean-clone check in miniature: no stray local state can make it pass.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import ROOT, VENV_BIN, dvc_env, git, snapshot_repo
+from conftest import ROOT, dvc, git, snapshot_repo
 
 pytestmark = pytest.mark.slow
 
@@ -34,16 +33,10 @@ def fresh_clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return snapshot_repo(tmp_path_factory.mktemp("clone") / "arecall")
 
 
-def _dvc(work: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(VENV_BIN / "dvc"), *args], cwd=work, env=dvc_env(), capture_output=True, text=True
-    )
-
-
 def test_dvc_repro_regenerates_the_committed_reports_and_leaves_git_clean(fresh_clone: Path):
     for name in REPORTS:
         (fresh_clone / "reports" / name).unlink()
-    proc = _dvc(fresh_clone, "repro")
+    proc = dvc(fresh_clone, "repro")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for name in REPORTS:
         assert (fresh_clone / "reports" / name).read_bytes() == (
@@ -53,9 +46,9 @@ def test_dvc_repro_regenerates_the_committed_reports_and_leaves_git_clean(fresh_
 
 
 def test_a_repro_with_changes_logs_one_run_and_a_no_op_repro_none(fresh_clone: Path):
-    proc = _dvc(fresh_clone, "repro")  # nothing changed since the repro above
+    proc = dvc(fresh_clone, "repro")  # nothing changed since the repro above
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "track" not in _dvc(fresh_clone, "status").stdout  # not "always changed"
+    assert "track" not in dvc(fresh_clone, "status").stdout  # not "always changed"
     client = MlflowClient(tracking_uri=f"sqlite:///{fresh_clone}/mlflow.db")
     experiment = client.get_experiment_by_name("arecall")
     runs = client.search_runs([experiment.experiment_id])
@@ -81,7 +74,7 @@ def test_dvc_exp_run_with_sklearn_tfidf_gives_the_same_table(fresh_clone: Path):
     before = json.loads((fresh_clone / "reports" / "metrics.json").read_text())
     # the property search is checked at full strength by the repro above: 5 examples here
     fast = "evaluation.proof.max_examples=5"
-    proc = _dvc(fresh_clone, "exp", "run", "-S", "retriever=sklearn_tfidf", "-S", fast)
+    proc = dvc(fresh_clone, "exp", "run", "-S", "retriever=sklearn_tfidf", "-S", fast)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     params = (fresh_clone / "params.yaml").read_text()
     assert "sklearn_tfidf" in params
