@@ -23,18 +23,9 @@ from hypothesis import strategies as st
 from mlflow.tracking import MlflowClient
 
 from _cluster import LOOPBACK, dask_cluster
-from test_sweeps_mlflow_server import _start_server, _stop_server
+from test_sweeps_mlflow_server import mlflow_server  # noqa: F401 (the fixture)
 
 from conftest import FAST_PROOF, ROOT, VENV_BIN, write_seed_dir
-
-
-@pytest.fixture
-def mlflow_server(tmp_path: Path, mlflow_template: Path):
-    url, proc = _start_server(tmp_path, mlflow_template)
-    try:
-        yield url
-    finally:
-        _stop_server(proc)
 
 
 def _arecall(
@@ -62,7 +53,8 @@ def _children(client: MlflowClient) -> tuple[object, list]:
 
 @pytest.mark.long
 def test_a_four_point_sweep_runs_on_two_dask_workers_and_lands_nested_in_the_server(
-    tmp_path, mlflow_server
+    tmp_path,
+    mlflow_server,  # noqa: F811 (the imported fixture)
 ):
     decoy = tmp_path / "worker-own-store.db"  # the workers' own MLFLOW_TRACKING_URI: never used
     with dask_cluster(
