@@ -150,8 +150,8 @@ _NOT_ARTIFACTS = {
     ("pipeline/tracking.py", 'lock_path.open("a")'),
     # files of a private directory published whole by one rename (a vector-cache entry) or
     # uploaded and deleted (MLflow's artifact staging): never seen half-written
-    ("pipeline/stages/vectors.py", "(work / "),
-    ("pipeline/stages/vectors.py", "table.to_parquet(work / _TABLE"),
+    ("pipeline/vector_cache.py", "(work / "),
+    ("pipeline/vector_cache.py", "table.to_parquet(work / _TABLE"),
     ("pipeline/tracking.py", "(root / name).write_text("),
     ("pipeline/stages/report.py", "fig.savefig(path,"),
 }

@@ -156,13 +156,14 @@ def _vector_outputs(layout) -> dict[str, bytes]:
 def test_an_unchanged_vector_experiment_is_copied_from_the_cache_byte_identical(
     tmp_path, monkeypatch
 ):
+    from arecall.pipeline import vector_cache
     from arecall.pipeline.layout import Layout
     from arecall.pipeline.stages import vectors
 
     calls = []
     compute = vectors._compute
     monkeypatch.setattr(vectors, "_compute", lambda *a: calls.append(1) or compute(*a))
-    monkeypatch.setenv(vectors.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(vector_cache.CACHE_ENV, str(tmp_path / "cache"))
     cfg = {"vector_search": SMALL_VECTORS}
     first = vectors.vector_search(cfg, Layout.run(tmp_path / "a"))
     second = vectors.vector_search(cfg, Layout.run(tmp_path / "b"))
@@ -180,10 +181,11 @@ def test_an_unchanged_vector_experiment_is_copied_from_the_cache_byte_identical(
 
 
 def test_a_damaged_cache_entry_is_recomputed_never_used(tmp_path, monkeypatch):
+    from arecall.pipeline import vector_cache
     from arecall.pipeline.layout import Layout
     from arecall.pipeline.stages import vectors
 
-    monkeypatch.setenv(vectors.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(vector_cache.CACHE_ENV, str(tmp_path / "cache"))
     cfg = {"vector_search": SMALL_VECTORS}
     vectors.vector_search(cfg, Layout.run(tmp_path / "a"))
     (entry,) = (tmp_path / "cache" / "vectors").iterdir()
@@ -199,27 +201,29 @@ def test_a_damaged_cache_entry_is_recomputed_never_used(tmp_path, monkeypatch):
 def test_a_second_writer_of_the_same_entry_loses_quietly_and_the_entry_stays_whole(
     tmp_path, monkeypatch
 ):
+    from arecall.pipeline import vector_cache
     from arecall.pipeline.layout import Layout
     from arecall.pipeline.stages import vectors
 
     root = tmp_path / "cache"
-    monkeypatch.setenv(vectors.CACHE_ENV, str(root))
+    monkeypatch.setenv(vector_cache.CACHE_ENV, str(root))
     cfg = {"vector_search": SMALL_VECTORS}
     table = vectors.vector_search(cfg, Layout.run(tmp_path / "a"))
-    key = vectors.cache_key(SMALL_VECTORS)
+    key = vector_cache.cache_key(SMALL_VECTORS)
     before = {p.name: p.read_bytes() for p in (root / "vectors" / key).iterdir()}
     # as a concurrent run that computed the same experiment would: publish again
-    vectors._store(root / "vectors", key, Layout.run(tmp_path / "a"), table)
+    vector_cache.publish(root / "vectors", key, Layout.run(tmp_path / "a"), table)
     after = {p.name: p.read_bytes() for p in (root / "vectors" / key).iterdir()}
     assert after == before
     assert [p.name for p in (root / "vectors").iterdir()] == [key]  # no temporary left
 
 
 def test_the_cache_can_be_turned_off(tmp_path, monkeypatch):
+    from arecall.pipeline import vector_cache
     from arecall.pipeline.layout import Layout
     from arecall.pipeline.stages import vectors
 
-    monkeypatch.setenv(vectors.CACHE_ENV, "off")
+    monkeypatch.setenv(vector_cache.CACHE_ENV, "off")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     table = vectors.vector_search({"vector_search": SMALL_VECTORS}, Layout.run(tmp_path / "a"))
@@ -229,10 +233,11 @@ def test_the_cache_can_be_turned_off(tmp_path, monkeypatch):
 
 @pytest.mark.long
 def test_a_cache_hit_and_the_report_plot_load_neither_faiss_nor_pyplot(tmp_path, monkeypatch):
+    from arecall.pipeline import vector_cache
     from arecall.pipeline.layout import Layout
     from arecall.pipeline.stages import vectors
 
-    monkeypatch.setenv(vectors.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(vector_cache.CACHE_ENV, str(tmp_path / "cache"))
     vectors.vector_search({"vector_search": SMALL_VECTORS}, Layout.run(tmp_path / "warm"))
     out = tmp_path / "out"
     out.mkdir()

@@ -138,11 +138,9 @@ def config_hash(cfg: Mapping[str, Any]) -> str:
     >>> len(a)
     12
     """
-    import hashlib
+    from arecall.io.digest import json_digest
 
-    kept = {k: v for k, v in cfg.items() if k not in ("hydra", "tracking")}
-    text = json.dumps(kept, sort_keys=True, default=str, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+    return json_digest({k: v for k, v in cfg.items() if k not in ("hydra", "tracking")})[:12]
 
 
 def provenance(cfg: Mapping[str, Any], root: str | Path = ".") -> dict[str, str]:
@@ -724,13 +722,10 @@ def reports_digest(reports: Mapping[str, Path]) -> str:
     >>> reports_digest({"metrics": d / "metrics.json"}) == reports_digest({"m": d / "metrics.json"})
     True
     """
-    import hashlib
+    from arecall.io.digest import files_digest
 
-    digest = hashlib.sha256()
-    for path in sorted(Path(p) for p in reports.values()):
-        if path.is_file():
-            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
+    paths = sorted(Path(p) for p in reports.values())
+    return files_digest((path.name, path) for path in paths if path.is_file())
 
 
 def logged_runs(uri: str, experiment: str, digest: str) -> list[str]:
