@@ -31,7 +31,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not faults and not long"
 
 # fault injection (kill -9 at every stage, signals, tracking outages, concurrent runs) and the
-# longest end-to-end runs (a DVC experiment, a sweep on a real mlflow server): minutes; CI runs it
+# longest end-to-end runs (dvc repro and DVC experiments on a fresh copy, queued experiments, sweeps
+# on a real mlflow server and on a Dask cluster, the DVC remote): minutes; CI runs it
 test-faults: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile -m "faults or long"
 

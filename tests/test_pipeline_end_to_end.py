@@ -14,7 +14,8 @@ from mlflow.tracking import MlflowClient
 
 from conftest import ROOT, dvc, git, snapshot_repo
 
-pytestmark = pytest.mark.slow
+# every test here runs `dvc repro` on a fresh copy (30 s and more): `make test-faults`, in CI
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 REPORTS = (
     "metrics.json",
@@ -69,7 +70,6 @@ def test_a_repro_with_changes_logs_one_run_and_a_no_op_repro_none(fresh_clone: P
     assert git(fresh_clone, "status", "--porcelain") == ""
 
 
-@pytest.mark.long
 def test_dvc_exp_run_with_sklearn_tfidf_gives_the_same_table(fresh_clone: Path):
     before = json.loads((fresh_clone / "reports" / "metrics.json").read_text())
     # the property search is checked at full strength by the repro above: 5 examples here
