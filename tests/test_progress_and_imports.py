@@ -35,17 +35,18 @@ MAIN_STAGES = ("generate", "rank", "filter", "score", "prove", "report")
 LINE = re.compile(r"^arecall: (?P<stage>[a-z_]+): (?P<text>.*)$")
 
 
-def _stage_lines(stderr: str) -> list[tuple[str, str]]:
-    return [(m["stage"], m["text"]) for m in map(LINE.match, stderr.splitlines()) if m]
+def _stage_lines(stdout: str) -> list[tuple[str, str]]:
+    return [(m["stage"], m["text"]) for m in map(LINE.match, stdout.splitlines()) if m]
 
 
 def test_arecall_run_prints_each_stage_start_with_its_work_and_end_with_seconds(
     tmp_path, arecall, monkeypatch
 ):
-    monkeypatch.setenv(PROGRESS_ENV, "1")
+    monkeypatch.delenv(PROGRESS_ENV, raising=False)  # a command talks by default, on a pipe too
     proc = arecall("run", "tracking.enabled=false", f"hydra.run.dir={tmp_path}", FAST_PROOF)
     assert proc.returncode == 0, proc.stderr
-    lines = _stage_lines(proc.stderr)
+    assert _stage_lines(proc.stderr) == []  # stderr is for errors
+    lines = _stage_lines(proc.stdout)
     started = [stage for stage, text in lines if text.endswith("…")]
     ended = [stage for stage, text in lines if re.fullmatch(r"done in \d+\.\d\d s", text)]
     assert started[: len(MAIN_STAGES)] == list(MAIN_STAGES)
@@ -67,12 +68,41 @@ def test_arecall_run_prints_each_stage_start_with_its_work_and_end_with_seconds(
     assert work["prove"] == "property claims × 5 cases, 96 pairs × 4 K of this run …"
 
 
-def test_no_stage_lines_on_a_pipe_unless_asked(tmp_path, arecall, monkeypatch):
-    # stderr is captured here, as in a script: a user error must stay its one line
+def test_a_stage_failing_on_bad_data_leaves_its_start_line_on_stdout_and_one_error_line(
+    tmp_path, arecall, monkeypatch
+):
     monkeypatch.delenv(PROGRESS_ENV, raising=False)
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "corpus.json").write_text("{not json", encoding="utf-8")
+    proc = arecall(
+        "run",
+        "tracking.enabled=false",
+        "corpus=seed_json",
+        f"corpus.path={corpus}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        FAST_PROOF,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith("arecall: error: "), proc.stderr
+    assert ("generate", "corpus seed_json (" + str(corpus) + ") …") in _stage_lines(proc.stdout)
+
+
+def test_arecall_progress_0_silences_the_stage_lines(tmp_path, arecall, monkeypatch):
+    monkeypatch.setenv(PROGRESS_ENV, "0")
     proc = arecall("run", "tracking.enabled=false", f"hydra.run.dir={tmp_path}", FAST_PROOF)
     assert proc.returncode == 0, proc.stderr
-    assert _stage_lines(proc.stderr) == []
+    assert _stage_lines(proc.stdout) == [] and _stage_lines(proc.stderr) == []
+
+
+def test_a_library_call_prints_no_stage_lines(capsys, monkeypatch):
+    from arecall.pipeline.run import run_in_memory
+
+    monkeypatch.delenv(PROGRESS_ENV, raising=False)
+    run_in_memory(fast_config("tracking.enabled=false"))
+    captured = capsys.readouterr()
+    assert _stage_lines(captured.out) == [] and _stage_lines(captured.err) == []
 
 
 def test_a_dvc_stage_prints_its_start_and_end_lines(tmp_path):
@@ -83,13 +113,13 @@ def test_a_dvc_stage_prints_its_start_and_end_lines(tmp_path):
         proc = subprocess.run(
             [sys.executable, "-m", f"arecall.pipeline.stages.{stage}"],
             cwd=tmp_path,
-            env={**env, PROGRESS_ENV: "1"},
+            env=env,
             capture_output=True,
             text=True,
         )
         assert proc.returncode == 0, proc.stderr
-        lines = _stage_lines(proc.stderr)
-        assert {s for s, _ in lines} == {stage}, proc.stderr
+        lines = _stage_lines(proc.stdout)
+        assert {s for s, _ in lines} == {stage}, proc.stdout
         assert lines[0][1].endswith("…") and lines[-1][1].startswith("done in ")
     assert lines[0][1] == "24 queries × 40 documents, retriever tfidf …"
 

@@ -193,5 +193,5 @@ def test_the_rank_stage_writes_and_prints_its_choice(tmp_path, monkeypatch, caps
     assert saved == representation(ranking, 10)
     assert saved["entries"] == len(ranking.doc_index) + len(ranking.tail_doc)
     assert saved["entries"] <= min(saved["if_head_and_tails"], saved["if_ranked_to_needed_depth"])
-    err = capsys.readouterr().err
-    assert f"arecall: rank: {representation_line(saved)}" in err.splitlines()
+    out = capsys.readouterr().out
+    assert f"arecall: rank: {representation_line(saved)}" in out.splitlines()

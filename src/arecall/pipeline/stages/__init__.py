@@ -7,10 +7,11 @@ read ``params.yaml`` once, run the function on the repository layout, turn a use
 line. A stage's DVC deps are its module and what it imports, so a code change reruns exactly the
 stages it can affect.
 
-Both ways of running a stage go through `announced`, which says on stderr when the stage starts
+Both ways of running a stage go through `announced`, which says on stdout when the stage starts
 (its name and the size of its work) and when it ends (seconds taken), as
 ``arecall: rank: 24 queries × 40 documents, retriever tfidf …`` then
-``arecall: rank: done in 0.12 s``.
+``arecall: rank: done in 0.12 s``. stdout, like DVC's own "Running stage" lines: stderr stays the
+channel of errors, where a user error is one ``arecall: error:`` line whatever ran before it.
 """
 
 from __future__ import annotations
@@ -25,20 +26,40 @@ from typing import Any
 from arecall.core.errors import ArecallError, print_error
 from arecall.pipeline.layout import Layout
 
-__all__ = ["PROGRESS_ENV", "announced", "progress_shown", "run_stage", "stage_name", "work_of"]
+__all__ = [
+    "PROGRESS_ENV",
+    "announce_stages",
+    "announced",
+    "progress_shown",
+    "run_stage",
+    "stage_name",
+    "work_of",
+]
 
 Stage = Callable[[Mapping[str, Any], Layout], Any]
 
-#: ``1`` prints the stage lines whatever stderr is, ``0`` never; unset: when stderr is a terminal.
+#: ``0`` silences the stage lines, ``1`` prints them from library calls too; unset: entry points.
 PROGRESS_ENV = "ARECALL_PROGRESS"
+
+_ENTRY_POINT: list[bool] = [False]
+
+
+@contextmanager
+def announce_stages() -> Iterator[None]:
+    """Stage lines on inside the block: ``arecall run`` and each DVC stage's ``__main__`` run in it.
+
+    A library call (`arecall.pipeline.run.run_in_memory`, a notebook) stays quiet unless
+    ``ARECALL_PROGRESS=1``; a command always talks unless ``ARECALL_PROGRESS=0``.
+    """
+    before, _ENTRY_POINT[0] = _ENTRY_POINT[0], True
+    try:
+        yield
+    finally:
+        _ENTRY_POINT[0] = before
 
 
 def progress_shown() -> bool:
-    """Whether the stage lines go to stderr: a terminal shows them, a pipe or file does not.
-
-    Outside a terminal stderr is what scripts and tests read, where a user error must stay the
-    one ``arecall: error:`` line; ``ARECALL_PROGRESS=1`` turns the lines on there too (a log),
-    ``ARECALL_PROGRESS=0`` off everywhere.
+    """Whether the stage lines are printed (on stdout): in a command, unless ``ARECALL_PROGRESS=0``.
 
     Examples
     --------
@@ -51,7 +72,7 @@ def progress_shown() -> bool:
     forced = os.environ.get(PROGRESS_ENV, "").strip()
     if forced in ("0", "1"):
         return forced == "1"
-    return sys.stderr is not None and sys.stderr.isatty()
+    return _ENTRY_POINT[0]
 
 
 def stage_name(stage: Stage) -> str:
@@ -139,22 +160,21 @@ def announced(name: str, work: str) -> Iterator[None]:
     --------
     >>> import contextlib, io, os
     >>> os.environ["ARECALL_PROGRESS"] = "1"
-    >>> with contextlib.redirect_stderr(io.StringIO()) as err:
+    >>> with contextlib.redirect_stdout(io.StringIO()) as out:
     ...     with announced("report", "4 K"):
     ...         pass
     >>> del os.environ["ARECALL_PROGRESS"]
-    >>> [line.rsplit(" ", 2)[0] for line in err.getvalue().splitlines()]
+    >>> [line.rsplit(" ", 2)[0] for line in out.getvalue().splitlines()]
     ['arecall: report: 4', 'arecall: report: done in']
     """
     shown = progress_shown()
     if shown:
-        print(f"arecall: {name}: {work} …" if work else f"arecall: {name} …", file=sys.stderr)
-        sys.stderr.flush()
+        print(f"arecall: {name}: {work} …" if work else f"arecall: {name} …", flush=True)
     start = time.perf_counter()
     yield
     if shown:
         seconds = time.perf_counter() - start
-        print(f"arecall: {name}: done in {seconds:.2f} s", file=sys.stderr, flush=True)
+        print(f"arecall: {name}: done in {seconds:.2f} s", flush=True)
 
 
 def run_announced(name: str, stage: Stage, cfg: Mapping[str, Any], layout: Layout) -> Any:
@@ -173,10 +193,11 @@ def run_stage(stage: Stage, show: Callable[[Any, Layout], None] | None = None) -
     from arecall.pipeline.config import load_params
 
     try:
-        layout = Layout.dvc()
-        result = run_announced(stage_name(stage), stage, load_params("params.yaml"), layout)
-        if show is not None:
-            show(result, layout)
+        with announce_stages():
+            layout = Layout.dvc()
+            result = run_announced(stage_name(stage), stage, load_params("params.yaml"), layout)
+            if show is not None:
+                show(result, layout)
     except ArecallError as exc:
         return print_error(exc)
     return 0

@@ -8,7 +8,6 @@ head + tails or ranked to the needed depth, whichever has fewer entries; see
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -121,7 +120,7 @@ def rank(cfg: Mapping[str, Any], layout: Layout) -> Ranking:
     rep = representation(ranking, rcfg["depth"])
     write_json(layout.rank_info, {REPRESENTATION_KEY: rep})
     if progress_shown():
-        print(f"arecall: rank: {representation_line(rep)}", file=sys.stderr, flush=True)
+        print(f"arecall: rank: {representation_line(rep)}", flush=True)
     return ranking
 
 
