@@ -176,7 +176,7 @@ def test_without_an_address_a_local_loopback_cluster_runs_the_sweep_and_a_failed
             proc.communicate()
     assert len(seen) >= 3  # a scheduler and two workers (and their nannies) were listening
     assert {ip for ip, _ in seen} == {LOOPBACK}
-    assert proc.returncode == 1, out[-3000:] + err[-3000:]
+    assert proc.returncode == 2, out[-3000:] + err[-3000:]
     point = f"corpus.path={bad},corpus=seed_json,{FAST_PROOF}"
     lines = err.splitlines()
     assert (
@@ -264,7 +264,7 @@ def test_a_sweep_on_an_unreachable_scheduler_is_one_line_and_no_point_runs(tmp_p
         "tracking.enabled=false",
         f"hydra.sweep.dir={tmp_path}/sweep",
     )
-    assert result.returncode == 1
+    assert result.returncode == 2  # a user error, as in a single run
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert lines[0] == (
         f"arecall: error: hydra.launcher.address=tcp://{LOOPBACK}:{port}: "

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["ArecallError", "print_error"]
+__all__ = ["ArecallError", "note_user_error", "noted_user_errors", "print_error"]
+
+_NOTED: list[str] = []
 
 
 class ArecallError(Exception):
@@ -38,3 +40,25 @@ def print_error(error: BaseException | str) -> int:
     """
     print(f"arecall: error: {error}", file=sys.stderr)
     return 2
+
+
+def note_user_error(message: str) -> None:
+    """Record a user error that a framework reports in our place (Hydra's compact errors).
+
+    Hydra prints a `CompactHydraException` as its one line and exits 1; the exceptions arecall
+    raises that way (a failed sweep point, an unreachable cluster) note themselves here when
+    made — also when unpickled in the launching process — so ``arecall run`` can exit 2 like
+    every other user error.
+
+    Examples
+    --------
+    >>> note_user_error("sweep point 0 failed")
+    >>> noted_user_errors()[-1]
+    'sweep point 0 failed'
+    """
+    _NOTED.append(message)
+
+
+def noted_user_errors() -> tuple[str, ...]:
+    """The user errors noted so far in this process (`note_user_error`)."""
+    return tuple(_NOTED)

@@ -39,6 +39,8 @@ from hydra.core.utils import (
 from hydra.errors import CompactHydraException
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from arecall.core.errors import note_user_error
+
 log = logging.getLogger(__name__)
 
 #: One point at a time per worker process: Hydra's config, the environment, sys.argv and
@@ -52,6 +54,7 @@ class ClusterError(CompactHydraException):
     def __init__(self, message: str) -> None:
         super().__init__(f"arecall: error: {message}")
         self.message = message
+        note_user_error(message)  # so arecall run exits 2, not Hydra's 1
 
     def __reduce__(self) -> tuple[Any, ...]:  # travels back from a worker pickled
         return (ClusterError, (self.message,))
