@@ -148,8 +148,35 @@ def test_on_error_warn_finishes_untracked_with_the_same_line(capsys):
 # -- the real command, in subprocesses -------------------------------------------------------------
 
 
-def _arecall(*args: str, cwd: Path, uri: str, **kw) -> subprocess.Popen:
+#: Injected from outside the product (a ``sitecustomize`` on PYTHONPATH, as test_faults_dvc.py
+#: does): the prove stage holds before publishing proof.json until the gate file exists, so a
+#: test can act while the run is certainly RUNNING, whatever the machine's speed.
+HOLDER = """
+import os, time
+
+_gate = os.environ.get("ARECALL_TEST_HOLD_UNTIL")
+if _gate:
+    _replace = os.replace
+
+    def _holding_replace(src, dst, *args, **kwargs):
+        if str(dst).endswith("proof.json"):
+            deadline = time.monotonic() + 120
+            while not os.path.exists(_gate) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        return _replace(src, dst, *args, **kwargs)
+
+    os.replace = _holding_replace
+"""
+
+
+def _arecall(*args: str, cwd: Path, uri: str, hold: bool = False, **kw: object) -> subprocess.Popen:
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    if hold:
+        inject = cwd / "inject"
+        inject.mkdir(exist_ok=True)
+        (inject / "sitecustomize.py").write_text(HOLDER)
+        env["PYTHONPATH"] = str(inject)
+        env["ARECALL_TEST_HOLD_UNTIL"] = str(cwd / "gate")
     return subprocess.Popen(
         [str(VENV_BIN / "arecall"), *args],
         cwd=cwd,
@@ -157,7 +184,7 @@ def _arecall(*args: str, cwd: Path, uri: str, **kw) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        **kw,
+        **kw,  # type: ignore[call-overload]
     )
 
 
@@ -176,8 +203,9 @@ def _wait_running(uri: str, proc: subprocess.Popen, timeout: float = 120) -> str
 @pytest.mark.faults
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_during_a_tracked_run_ends_it_killed(tmp_path, mlflow_store, sig, code):
-    # the full-strength property search keeps the run busy long after its MLflow run opens
-    proc = _arecall("run", f"hydra.run.dir={tmp_path}/out", cwd=tmp_path, uri=mlflow_store)
+    proc = _arecall(
+        "run", f"hydra.run.dir={tmp_path}/out", cwd=tmp_path, uri=mlflow_store, hold=True
+    )
     run_id = _wait_running(mlflow_store, proc)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
@@ -187,10 +215,38 @@ def test_a_signal_during_a_tracked_run_ends_it_killed(tmp_path, mlflow_store, si
 
 
 @pytest.mark.faults
-def test_a_run_killed_with_sigkill_is_closed_by_the_next_run(tmp_path, mlflow_store):
-    proc = _arecall("run", f"hydra.run.dir={tmp_path}/out", cwd=tmp_path, uri=mlflow_store)
+def test_a_run_whose_process_is_killed_is_ended_killed_by_its_tracker_at_once(
+    tmp_path, mlflow_store
+):
+    proc = _arecall(
+        "run", f"hydra.run.dir={tmp_path}/out", cwd=tmp_path, uri=mlflow_store, hold=True
+    )
     run_id = _wait_running(mlflow_store, proc)
-    proc.kill()
+    proc.kill()  # kill -9 of the run's process only: its tracker reads end-of-file
+    proc.communicate(timeout=30)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # no other writer: only the tracker can end it
+        run = MlflowClient(tracking_uri=mlflow_store).get_run(run_id)
+        if run.info.status != "RUNNING":
+            break
+        time.sleep(0.2)
+    assert run.info.status == "KILLED"
+    assert "died" in run.data.tags["arecall.error"]
+    assert run.data.tags["arecall.pid"] == str(proc.pid)  # the run's owner is the run's process
+
+
+@pytest.mark.faults
+def test_a_run_killed_with_its_tracker_is_closed_by_the_next_run(tmp_path, mlflow_store):
+    proc = _arecall(
+        "run",
+        f"hydra.run.dir={tmp_path}/out",
+        cwd=tmp_path,
+        uri=mlflow_store,
+        hold=True,
+        start_new_session=True,
+    )
+    run_id = _wait_running(mlflow_store, proc)
+    os.killpg(proc.pid, signal.SIGKILL)  # the run's process and its tracker, at once
     proc.wait(timeout=30)
     log_run(fast_config(), {})  # the next writer on this store
     orphan = MlflowClient(tracking_uri=mlflow_store).get_run(run_id)
@@ -215,7 +271,7 @@ def test_a_failed_sweep_point_is_failed_and_the_others_still_run(
         f"hydra.sweep.dir={tmp_path}/sweep",
         FAST_PROOF,
     )
-    assert proc.returncode != 0
+    assert proc.returncode == 2  # a user error, as in a single run
     assert "profiles.json" in proc.stderr and "Traceback" not in proc.stderr
     runs = _runs(mlflow_store)
     (parent,) = [r for r in runs if r.data.tags.get("arecall.sweep") == "parent"]

@@ -10,7 +10,7 @@ from mlflow.tracking import MlflowClient
 
 from arecall.pipeline.layout import Layout
 from arecall.pipeline.run import run_all
-from arecall.pipeline.tracking import config_hash, log_run
+from arecall.pipeline.tracking import config_hash, log_run, pipeline_run
 
 from conftest import fast_config, git
 
@@ -60,7 +60,7 @@ def test_the_config_hash_ignores_tracking_and_sees_every_result_setting():
 def test_a_run_is_logged_in_few_store_calls_with_every_artifact_and_table(
     tmp_path: Path, mlflow_store: str, monkeypatch: pytest.MonkeyPatch
 ):
-    """Metrics and tags in one batch, every artifact in one upload; the UI still sees tables."""
+    """Params, metrics and tags in one batch, every artifact in one upload; the UI sees tables."""
     from mlflow import MlflowClient as Client
 
     calls: dict[str, int] = {}
@@ -76,8 +76,7 @@ def test_a_run_is_logged_in_few_store_calls_with_every_artifact_and_table(
     layout = Layout.run(tmp_path / "out")
     result = run_all(cfg, layout)
     run_id = log_run(cfg, layout.report_files(), vector=result["vector"])
-    # one batch for the params at the start (a failed run keeps its config), one at the end
-    assert calls == {"log_batch": 2, "log_artifacts": 1}
+    assert calls == {"log_batch": 1, "log_artifacts": 1}
     client = MlflowClient(tracking_uri=mlflow_store)
     run = client.get_run(run_id)
     assert "arecall_pre_at_5" in run.data.metrics and run.data.params["retriever.name"]
@@ -92,3 +91,38 @@ def test_a_run_is_logged_in_few_store_calls_with_every_artifact_and_table(
     cache = result["vector"].attrs.get("cache")
     if cache:
         assert run.data.tags["arecall.vectors_cache"].split()[0] == cache
+
+
+def test_a_failed_run_keeps_its_config_in_the_one_batch_that_ends_it(
+    mlflow_store: str, monkeypatch: pytest.MonkeyPatch
+):
+    from mlflow import MlflowClient as Client
+
+    calls: list[str] = []
+    original = Client.log_batch
+
+    def spy(self, *args, **kwargs):
+        calls.append("log_batch")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Client, "log_batch", spy)
+    run = pipeline_run(fast_config("retriever=bm25"))
+    with pytest.raises(ValueError, match="boom"), run:
+        run.start()
+        raise ValueError("boom")
+    assert calls == ["log_batch"]
+    got = MlflowClient(tracking_uri=mlflow_store).get_run(run.run_id)
+    assert got.info.status == "FAILED"
+    assert got.data.params["retriever.name"] == "bm25"
+    assert got.data.tags["arecall.error"] == "ValueError: boom"
+
+
+def test_the_upload_reports_each_of_its_steps_in_order(mlflow_store: str):
+    from arecall.pipeline.tracking import UPLOAD_STEPS, TrackedRun
+
+    seen: list[str] = []
+    with TrackedRun(mlflow_store, "steps", params={"a": "1"}) as run:
+        run.start()
+        run_id = run.finish({"m": 1.0}, progress=seen.append)
+    assert seen == list(UPLOAD_STEPS)
+    assert MlflowClient(tracking_uri=mlflow_store).get_run(run_id).info.status == "FINISHED"

@@ -27,9 +27,18 @@ commands:
 
 
 def _run(argv: Sequence[str]) -> int:
-    from arecall.cli.run import run_main
+    from arecall.pipeline.tracker import spawn_tracker, take_tracker, wants_tracker
 
-    return run_main(argv)
+    if wants_tracker(argv):  # first of all: MLflow's import overlaps Hydra and the stages
+        spawn_tracker(os.getcwd())
+    try:
+        from arecall.cli.run import run_main
+
+        return run_main(argv)
+    finally:
+        unused = take_tracker()  # the run was refused, untracked or not a single run
+        if unused is not None:
+            unused.close()
 
 
 def _readme(argv: Sequence[str]) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 
 from hydra.errors import CompactHydraException
 
-from arecall.core.errors import ArecallError, print_error
+from arecall.core.errors import ArecallError, note_user_error, noted_user_errors, print_error
 
 __all__ = ["check_composition", "check_group_choices", "run_main", "unique_token"]
 
@@ -64,6 +64,7 @@ def run_main(argv: Sequence[str]) -> int:
     from arecall.pipeline.config import CONF_DIR
     from arecall.pipeline.layout import Layout
     from arecall.pipeline.run import run_all
+    from arecall.pipeline.stages import announce_stages
     from arecall.pipeline.tracking import Interrupted, end_sweep, interruptible
 
     root = os.getcwd()
@@ -97,7 +98,7 @@ def run_main(argv: Sequence[str]) -> int:
         check_composition(argv)
     sys.argv = ["arecall run", *argv]
     try:
-        with interruptible():
+        with interruptible(), announce_stages():
             if single is None:
                 task()
             else:
@@ -105,6 +106,11 @@ def run_main(argv: Sequence[str]) -> int:
     except Interrupted as exc:
         end_sweep("KILLED")
         print(f"arecall: interrupted by {signal.Signals(exc.signum).name}", file=sys.stderr)
+        raise
+    except SystemExit as exc:  # Hydra exits 1 after printing a compact error: ours are user errors
+        end_sweep("FAILED")
+        if exc.code == 1 and noted_user_errors():
+            raise SystemExit(2) from None
         raise
     except BaseException:
         end_sweep("FAILED")  # a point failed (Hydra raises after the sweep) or a bug
@@ -116,7 +122,8 @@ class SweepPointFailed(CompactHydraException):
     """A sweep point failed with a user error (already printed): Hydra's job-level failure.
 
     Raised from the task so Hydra marks the job FAILED and still runs the other points; after
-    the sweep Hydra re-raises it and, being compact, prints this one line (exit status 1).
+    the sweep Hydra re-raises it and, being compact, prints this one line and exits 1, which
+    `run_main` turns into 2, the exit status of every user error (`note_user_error`).
     """
 
     def __init__(self, point: str, error: str) -> None:
@@ -125,6 +132,7 @@ class SweepPointFailed(CompactHydraException):
             "the other points ran"
         )
         self.point, self.error = point, error
+        note_user_error(error)
 
     def __reduce__(self) -> tuple[Any, ...]:  # joblib workers send it back pickled
         return (SweepPointFailed, (self.point, self.error))
@@ -229,8 +237,18 @@ def _run_single(overrides: list[str], body: Any) -> None:
 def _tracked(
     config: Any, layout: Any, run_all: Any, root: str, directory: str, hydra_cfg: Any
 ) -> dict[str, Any]:
-    """Run the stages inside this run's MLflow run (untracked if tracking is disabled)."""
+    """Run the stages inside this run's MLflow run (untracked if tracking is disabled).
+
+    A single run logs through the tracker process ``arecall run`` started at launch
+    (`arecall.pipeline.tracker`), so MLflow's import overlaps the stages; a sweep's points log
+    in-process, nested under the sweep's parent run. Both log the same `pipeline_run`.
+    """
+    from arecall.pipeline.tracker import RemoteRun, take_tracker
+
+    tracker = take_tracker()
     if not config["tracking"]["enabled"]:
+        if tracker is not None:
+            tracker.close()
         result: dict[str, Any] = run_all(config, layout)
         return result
     from arecall.pipeline.tracking import finish_pipeline_run, pipeline_run
@@ -242,6 +260,14 @@ def _tracked(
         tags={"arecall.entry": "arecall run", "arecall.run_dir": str(directory)},
         results=(str(directory), str(directory)),
     )
+    if tracker is not None:
+        with RemoteRun(tracker, run) as remote:
+            remote.start()
+            result = run_all(config, layout)
+            remote.finish(
+                layout.report_files(), vector=result.get("vector"), rank_info=layout.rank_info
+            )
+        return result
     with run:
         run.start()
         result = run_all(config, layout)

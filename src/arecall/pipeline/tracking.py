@@ -53,11 +53,13 @@ from arecall.pipeline.report import main_table, restricted_table
 __all__ = [
     "METRIC_KEYS",
     "PARENT_ENV",
+    "UPLOAD_STEPS",
     "Interrupted",
     "SweepCallback",
     "TrackedRun",
     "TrackingError",
     "close_orphans",
+    "end_status",
     "end_sweep",
     "experiment_name",
     "interruptible",
@@ -69,9 +71,13 @@ __all__ = [
     "safe_key",
     "store_lock",
     "tracking_uri",
+    "upload_bar",
 ]
 
 PARENT_ENV = "ARECALL_PARENT_RUN_ID"
+
+#: What a run's upload does, in order: the steps of its progress bar.
+UPLOAD_STEPS = ("params, metrics and tags", "artifacts", "status")
 
 #: Per-K means logged as MLflow metrics (counts are logged apart).
 METRIC_KEYS = per_k_keys({n: m for n, m in PIPELINE.items() if m.kind != Kind.COUNT})
@@ -452,18 +458,36 @@ class TrackedRun:
         self._ended = False
 
     def start(self) -> None:
-        """Create the run with its tags and params (a store failure is kept for `finish`)."""
-        params, cut = _params(self.params)
+        """Create the run with its tags (a store failure is kept for `finish`).
+
+        The params travel with the run's one `log_batch`, at its end whatever the end: with the
+        metrics (`finish`) or with the error (`end`); only a kill -9 of the process that writes
+        leaves a run without them (its tags still hold the command and the config hash).
+        """
         try:
             with open_store(self.uri) as client:
                 experiment = _experiment_id(client, self.experiment)
                 run = client.create_run(experiment, run_name=self.run_name, tags=self.tags)
                 self.run_id = str(run.info.run_id)
-                _log_batches(client, self.run_id, params=params)
-                if cut:
-                    client.log_dict(self.run_id, cut, "params_full.json")
         except Exception as exc:  # any store failure: the results come first
             self._failure = exc
+
+    def _log_params_with(
+        self,
+        client: Any,
+        *,
+        metrics: Mapping[str, float] | None = None,
+        stepped: Sequence[tuple[str, float, int]] = (),
+        tags: Mapping[str, str] | None = None,
+    ) -> None:
+        """The run's params with its last metrics and tags: one `log_batch` in MLflow's limits."""
+        assert self.run_id is not None
+        params, cut = _params(self.params)
+        _log_batches(
+            client, self.run_id, params=params, metrics=metrics, stepped=stepped, tags=tags
+        )
+        if cut:
+            client.log_dict(self.run_id, cut, "params_full.json")
 
     def finish(
         self,
@@ -472,21 +496,25 @@ class TrackedRun:
         artifacts: Artifacts | None = None,
         *,
         tags: Mapping[str, str] | None = None,
+        progress: Callable[[str], None] | None = None,
     ) -> str | None:
-        """Log metrics and ``tags`` (one batch) and artifacts; end FINISHED; return the run id.
+        """Log params, metrics and ``tags`` (one batch) and artifacts; end FINISHED; the run id.
 
-        None when the store could not be written and ``on_error`` is ``warn``.
+        None when the store could not be written and ``on_error`` is ``warn``. ``progress`` is
+        told each of the `UPLOAD_STEPS` as it is done (a bar for a slow store).
         """
+        done = progress or (lambda step: None)
         if self._failure is None:
             try:
                 with open_store(self.uri, orphans=False) as client:
                     assert self.run_id is not None
-                    _log_batches(
-                        client, self.run_id, metrics=metrics or {}, stepped=stepped, tags=tags
-                    )
+                    self._log_params_with(client, metrics=metrics, stepped=stepped, tags=tags)
+                    done(UPLOAD_STEPS[0])
                     if artifacts is not None:
                         artifacts(client, self.run_id)
+                    done(UPLOAD_STEPS[1])
                     client.set_terminated(self.run_id, "FINISHED")
+                    done(UPLOAD_STEPS[2])
                     self._ended = True
                     return self.run_id
             except Exception as exc:
@@ -509,16 +537,21 @@ class TrackedRun:
             return None
         raise TrackingError(what) from None
 
-    def end(self, status: str, error: BaseException | None = None) -> None:
-        """End the run with ``status`` (FAILED, KILLED), the error as a tag; never raises."""
+    def end(self, status: str, error: BaseException | str | None = None) -> None:
+        """End the run with ``status`` (FAILED, KILLED), the error as a tag; never raises.
+
+        ``error`` is the exception, or its ``Type: message`` text (sent by another process).
+        """
         if self.run_id is None or self._ended or self._failure is not None:
             return
         self._ended = True
         try:
             with open_store(self.uri, orphans=False) as client:
+                tags = {}
                 if error is not None:
-                    text = f"{type(error).__name__}: {error}"
-                    client.set_tag(self.run_id, "arecall.error", text[:_TAG_VALUE_MAX])
+                    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+                    tags["arecall.error"] = text
+                self._log_params_with(client, tags=tags)
                 client.set_terminated(self.run_id, status)
         except Exception:  # the run's own error is the one to report
             pass
@@ -532,14 +565,24 @@ class TrackedRun:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if exc is None:
-            self.end("FINISHED")
-        elif isinstance(exc, Interrupted | KeyboardInterrupt):
-            self.end("KILLED", exc if isinstance(exc, KeyboardInterrupt) else None)
-        elif isinstance(exc, SystemExit) and exc.code in (0, None):
-            self.end("FINISHED")
-        else:
-            self.end("FAILED", exc)
+        self.end(*end_status(exc))
+
+
+def end_status(exc: BaseException | None) -> tuple[str, BaseException | None]:
+    """How a run whose block ended with ``exc`` ends: its status and the error to tag it with.
+
+    Examples
+    --------
+    >>> end_status(None), end_status(ValueError("x"))[0], end_status(Interrupted(15))
+    (('FINISHED', None), 'FAILED', ('KILLED', None))
+    """
+    if exc is None:
+        return "FINISHED", None
+    if isinstance(exc, Interrupted | KeyboardInterrupt):
+        return "KILLED", exc if isinstance(exc, KeyboardInterrupt) else None
+    if isinstance(exc, SystemExit) and exc.code in (0, None):
+        return "FINISHED", None
+    return "FAILED", exc
 
 
 def _experiment_id(client: Any, name: str) -> str:
@@ -653,8 +696,12 @@ def finish_pipeline_run(
     *,
     vector: Any = None,
     rank_info: Path | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> str | None:
     """Log a pipeline's reports (metrics, proof, tables, vector table) and end ``run`` FINISHED.
+
+    The upload draws a tqdm bar of its `UPLOAD_STEPS` on a terminal, or tells ``progress``
+    (the tracker process tells the run's process, which draws it).
 
     ``rank_info`` (the rank stage's ``rank.json``) adds how the ranking was stored as
     ``arecall.rank.<field>`` tags, so a run shows which representation its depth chose.
@@ -705,7 +752,19 @@ def finish_pipeline_run(
     def artifacts(client: Any, run_id: str) -> None:
         staged_artifacts(client, run_id, tables, documents, reports)
 
-    return run.finish(flat, stepped, artifacts, tags=tags)
+    if progress is not None:
+        return run.finish(flat, stepped, artifacts, tags=tags, progress=progress)
+    with upload_bar() as bar:
+        return run.finish(flat, stepped, artifacts, tags=tags, progress=lambda _: bar.update(1))
+
+
+@contextmanager
+def upload_bar() -> Iterator[Any]:
+    """The MLflow upload's tqdm bar (`UPLOAD_STEPS`), drawn on a terminal only."""
+    from tqdm import tqdm
+
+    with tqdm(total=len(UPLOAD_STEPS), desc="mlflow", unit="step", disable=None) as bar:
+        yield bar
 
 
 def reports_digest(reports: Mapping[str, Path]) -> str:

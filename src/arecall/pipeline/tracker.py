@@ -1,0 +1,326 @@
+"""MLflow logging in a process of its own, started the moment ``arecall run`` starts.
+
+Importing MLflow and opening its sqlite store (SQLAlchemy's models, alembic's schema check) take
+three seconds or more here, longer than the stages of a small run; done in the run's process they
+come after the stages and the user waits for both. A thread cannot overlap them (an import holds
+the GIL), a second process can: `spawn_tracker` starts ``python -m arecall.pipeline.tracker``
+before Hydra composes the config, the tracker imports MLflow while the stages run, and the run
+only waits for what is left when its reports are ready.
+
+What is logged is defined once, by `arecall.pipeline.tracking`: the tracker rebuilds the same
+`TrackedRun` from the definition it is sent and calls the same `finish_pipeline_run` on the same
+report files. The guarantees hold as in-process:
+
+- the run is created (tags, params) as soon as the config is known, so a failed run keeps its
+  config; its end is sent with the failure: FAILED, or KILLED on SIGTERM / SIGINT;
+- the tracker ignores SIGINT and SIGTERM (a terminal's Ctrl-C reaches the whole process group):
+  the run's process decides the status and tells it;
+- if the run's process dies (kill -9) the tracker reads end-of-file and ends the run KILLED at
+  once, instead of leaving it RUNNING until the next writer closes orphans;
+- a store that cannot be written is reported by the run's process in the one line it would
+  print in-process (`TrackingError`, or the ``warn`` line), naming where the results are.
+
+The protocol is one JSON object per line: the run's process sends ``start`` (the run's
+definition), then ``finish`` (report paths, the vector table) or ``end`` (a status); the tracker
+answers ``finish`` and ``end`` with one line. Nothing is unpickled or evaluated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+__all__ = ["RemoteRun", "TrackerProcess", "spawn_tracker", "take_tracker", "wants_tracker"]
+
+_SPAWNED: list[TrackerProcess] = []
+
+#: Flags after which ``arecall run`` is not one plain run (Hydra's own modes, sweeps).
+_NOT_A_SINGLE_RUN = frozenset(
+    {"-m", "--multirun", "-h", "--help", "-hc", "--hydra-help", "-c", "--cfg", "-i", "--info",
+     "--shell-completion", "-sc", "-p", "--package", "--resolve", "--run", "-r"}
+)  # fmt: skip
+
+
+def wants_tracker(argv: Sequence[str]) -> bool:
+    """Whether ``arecall run argv`` is likely one tracked run: worth starting a tracker early.
+
+    A guess from the raw arguments (Hydra has not composed anything yet): a wrong guess costs
+    an idle process on the other core, which `take_tracker`'s caller stops.
+
+    Examples
+    --------
+    >>> wants_tracker(["retriever=bm25"])
+    True
+    >>> wants_tracker(["tracking.enabled=false"]), wants_tracker(["-m", "retriever=tfidf,bm25"])
+    (False, False)
+    """
+    for arg in argv:
+        if arg in _NOT_A_SINGLE_RUN or arg.startswith(("--cfg=", "--package=", "hydra.mode=")):
+            return False
+        key, _, value = arg.replace(" ", "").partition("=")
+        if key.lstrip("+") == "tracking.enabled" and value.lower() in ("false", "0", "no", "off"):
+            return False
+    return True
+
+
+class TrackerProcess:
+    """The run's side of a tracker process: spawn it, send it a run, read its answers."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.started = False
+        # the tracker's stderr, read only if it dies (its last line goes into the message)
+        self._stderr = tempfile.TemporaryFile(prefix="arecall-tracker-")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "arecall.pipeline.tracker", str(Path(root).resolve())],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+            encoding="utf-8",
+            bufsize=1,
+        )
+
+    def send(self, message: Mapping[str, Any]) -> None:
+        """Send one message; a dead tracker is found out when an answer is awaited."""
+        assert self.proc.stdin is not None
+        self.started = True
+        try:
+            self.proc.stdin.write(json.dumps(message, default=str) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
+
+    def answer(self) -> dict[str, Any]:
+        """The tracker's next answer; ``{"error": ...}`` naming its last words if it died."""
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if line:
+            answer: dict[str, Any] = json.loads(line)
+            return answer
+        status = self.proc.wait()
+        self._stderr.seek(0)
+        last = (self._stderr.read().decode("utf-8", "replace").strip().splitlines() or [""])[-1]
+        return {"error": f"the tracking process exited with status {status}: {last[:300]}"}
+
+    def close(self) -> None:
+        """Let the tracker go: at once if it was sent nothing, else once it has answered.
+
+        An unused tracker (the run was untracked, a sweep, or refused) holds nothing: it is
+        killed, not waited for while it finishes importing MLflow.
+        """
+        if not self.started:
+            self.proc.kill()
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._stderr.close()
+
+
+def spawn_tracker(root: str | Path = ".") -> TrackerProcess:
+    """Start a tracker for this process's run (kept for `take_tracker`); return it.
+
+    Examples
+    --------
+    >>> tracker = spawn_tracker()
+    >>> take_tracker() is tracker
+    True
+    >>> tracker.close()
+    """
+    tracker = TrackerProcess(root)
+    _SPAWNED.append(tracker)
+    return tracker
+
+
+def take_tracker() -> TrackerProcess | None:
+    """The tracker `spawn_tracker` started for this run, if any (once: the caller owns it)."""
+    return _SPAWNED.pop() if _SPAWNED else None
+
+
+class RemoteRun:
+    """A `TrackedRun` driven through a tracker process: same definition, same ends.
+
+    ``run`` is the not-yet-started `TrackedRun` (`pipeline_run` made it here, with this process's
+    command line and git state); only its definition travels.
+    """
+
+    def __init__(self, tracker: TrackerProcess, run: Any) -> None:
+        self.tracker, self.run = tracker, run
+        self._open = False
+
+    def start(self) -> None:
+        """Send the run's definition; the tracker creates it while the stages run."""
+        run = self.run
+        definition = {
+            "uri": run.uri,
+            "experiment": run.experiment,
+            "run_name": run.run_name,
+            "tags": run.tags,
+            "params": run.params,
+            "results": list(run.results) if run.results else None,
+            "on_error": run.on_error,
+        }
+        self.tracker.send({"op": "start", "run": definition})
+        self._open = True
+
+    def finish(self, reports: Mapping[str, Path], *, vector: Any, rank_info: Path | None) -> Any:
+        """Log the reports and end the run FINISHED; the run id (None: store failed, ``warn``).
+
+        Raises `TrackingError` with the tracker's one line when the store could not be written
+        and ``on_error`` is ``fail``.
+        """
+        from arecall.pipeline.tracking import TrackingError
+
+        table = None
+        if vector is not None:
+            table = {**vector.to_dict(orient="split"), "attrs": dict(vector.attrs)}
+        self.tracker.send(
+            {
+                "op": "finish",
+                "reports": {name: str(path) for name, path in reports.items()},
+                "vector": table,
+                "rank_info": str(rank_info) if rank_info is not None else None,
+            }
+        )
+        from arecall.pipeline.tracking import upload_bar
+
+        with upload_bar() as bar:
+            answer = self.tracker.answer()
+            while "step" in answer:  # the tracker's progress, then its one answer
+                bar.update(1)
+                answer = self.tracker.answer()
+        self._open = False
+        self.tracker.close()
+        if "warning" in answer:
+            print(f"arecall: warning: {answer['warning']}", file=sys.stderr)
+        if "error" in answer:
+            raise TrackingError(answer["error"])
+        return answer.get("run_id")
+
+    def end(self, status: str, error: BaseException | None = None) -> None:
+        """End the run with ``status`` (and the error as its tag); wait for the tracker."""
+        if not self._open:
+            return
+        self._open = False
+        text = f"{type(error).__name__}: {error}" if error is not None else None
+        self.tracker.send({"op": "end", "status": status, "error": text})
+        self.tracker.answer()
+        self.tracker.close()
+
+    def __enter__(self) -> RemoteRun:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        from arecall.pipeline.tracking import end_status
+
+        status, error = end_status(exc)
+        self.end(status, error)
+
+
+# -- the tracker's side ----------------------------------------------------------------------------
+
+
+def _prewarm(uri: str) -> None:
+    """Import what writing to ``uri`` needs, without touching the store (it may never be used)."""
+    import mlflow
+
+    if uri.startswith("sqlite:"):
+        import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
+        from sqlalchemy.orm import configure_mappers
+
+        configure_mappers()
+    import arecall.pipeline.tracking  # noqa: F401
+
+
+def _serve(requests: IO[str], answers: IO[str], root: str) -> int:
+    """Read the run's messages and act on them with one `TrackedRun` (the tracker's loop)."""
+    from arecall.pipeline.tracking import TrackingError, tracking_uri
+
+    _prewarm(tracking_uri(root))
+    from arecall.pipeline.tracking import TrackedRun, finish_pipeline_run
+
+    def answer(message: Mapping[str, Any]) -> None:
+        answers.write(json.dumps(message) + "\n")
+        answers.flush()
+
+    run: TrackedRun | None = None
+    for line in requests:
+        message = json.loads(line)
+        op = message.get("op")
+        if op == "start":
+            d = message["run"]
+            run = TrackedRun(  # its tags carry the run's process's pid: the run's owner
+                d["uri"],
+                d["experiment"],
+                run_name=d["run_name"],
+                tags=d["tags"],
+                params=d["params"],
+                results=tuple(d["results"]) if d["results"] else None,
+                on_error="fail",  # the run's process reports it: a warning or an error
+            )
+            run.start()
+        elif op == "finish" and run is not None:
+            vector = None
+            if message["vector"] is not None:
+                import pandas as pd
+
+                table = message["vector"]
+                vector = pd.DataFrame(table["data"], columns=table["columns"])
+                vector.attrs.update(table["attrs"])
+            reports = {name: Path(path) for name, path in message["reports"].items()}
+            rank_info = Path(message["rank_info"]) if message["rank_info"] else None
+
+            def step(name: str) -> None:
+                answer({"step": name})
+
+            try:
+                run_id = finish_pipeline_run(
+                    run, reports, vector=vector, rank_info=rank_info, progress=step
+                )
+            except TrackingError as exc:
+                answer({"warning" if d["on_error"] == "warn" else "error": str(exc)})
+            else:
+                answer({"run_id": run_id})
+            return 0
+        elif op == "end" and run is not None:
+            run.end(message["status"], message["error"])
+            answer({"ended": message["status"]})
+            return 0
+    if run is not None:  # end of input before an end: the run's process died (kill -9)
+        run.end("KILLED", "the run's process died before it ended the run")
+    return 0
+
+
+def main(argv: Sequence[str]) -> int:
+    """``python -m arecall.pipeline.tracker ROOT``: serve one run's logging, then exit."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+    answers = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a library's print can't break the protocol
+    status = _serve(sys.stdin, answers, argv[0] if argv else ".")
+    answers.flush()
+    os._exit(status)  # the work is committed; skip the interpreter's slow teardown
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
