@@ -281,6 +281,7 @@ def test_a_failed_sweep_point_is_failed_and_the_others_still_run(
     assert points[str(seed_dir)].info.status == "FINISHED"
     assert "arecall_pre_at_5" in points[str(seed_dir)].data.metrics
     assert parent.info.status == "FAILED"
+    assert parent.data.params["sweep.override.0"] == "corpus=seed_json"  # logged at its start
 
 
 @pytest.mark.faults

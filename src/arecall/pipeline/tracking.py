@@ -43,8 +43,6 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-from hydra.experimental.callback import Callback
-
 from arecall.core.errors import ArecallError
 from arecall.core.measures import PIPELINE, VECTOR, Kind, mlflow_metrics, per_k_keys
 from arecall.pipeline.config import flatten
@@ -55,7 +53,6 @@ __all__ = [
     "PARENT_ENV",
     "UPLOAD_STEPS",
     "Interrupted",
-    "SweepCallback",
     "TrackedRun",
     "TrackingError",
     "close_orphans",
@@ -472,6 +469,16 @@ class TrackedRun:
         except Exception as exc:  # any store failure: the results come first
             self._failure = exc
 
+    def log_params(self) -> None:
+        """Log the params now, for a run with no end of its own to carry them (a sweep's parent)."""
+        if self.run_id is None or self._failure is not None:
+            return
+        try:
+            with open_store(self.uri, orphans=False) as client:
+                self._log_params_with(client)
+        except Exception as exc:  # as in start: kept, the points report the store
+            self._failure = exc
+
     def _log_params_with(
         self,
         client: Any,
@@ -866,7 +873,7 @@ def log_run(
         Where the default sqlite store lives.
     parent_run_id : str, optional
         Nest this run under a sweep's parent run (default: $ARECALL_PARENT_RUN_ID, set by
-        `SweepCallback` for the jobs of an ``arecall run -m`` sweep).
+        `arecall.pipeline.sweep.SweepCallback` for the jobs of an ``arecall run -m`` sweep).
     results : (where, log argument), optional
         Named by the one-line message if the store cannot be written.
     rank_info : path, optional
@@ -1047,32 +1054,3 @@ def end_sweep(status: str | None = None) -> None:
             f"arecall: warning: could not end the sweep's MLflow run {run_id}: {exc}",
             file=sys.stderr,
         )
-
-
-class SweepCallback(Callback):
-    """Hydra callback: an ``arecall run -m`` sweep gets one MLflow parent run.
-
-    Started before the launcher spawns any job, so every job (in-process or joblib workers,
-    which inherit the environment) finds its id in $ARECALL_PARENT_RUN_ID and nests under it;
-    ended when the sweep ends: FAILED if any point failed, else FINISHED (`end_sweep`). The
-    sweep's overrides are the parent's params. A store that cannot be written leaves the sweep
-    untracked here; each point reports it.
-    """
-
-    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
-        if not (config.get("tracking") or {}).get("enabled", True):
-            return
-        overrides = [str(o) for o in config.hydra.overrides.task]
-        run = TrackedRun(
-            tracking_uri("."),
-            _experiment(config),
-            run_name="sweep " + " ".join(overrides),
-            tags={"arecall.entry": "arecall run -m", "arecall.sweep": "parent"},
-            params={f"sweep.override.{i}": o for i, o in enumerate(overrides)},
-        )
-        run.start()
-        if run.run_id is not None:
-            os.environ[PARENT_ENV] = run.run_id
-
-    def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
-        end_sweep("FINISHED")
