@@ -83,8 +83,12 @@ def test_fast_size_only_rule_fails_on_the_same_index(anti_small) -> None:
 
 def test_plan_reports_its_evidence(anti_small) -> None:
     corpus, index, planner = anti_small
-    _, plan = auto(index, corpus.data.queries, K, corpus.mask(1.0), planner)
+    hits, plan = auto(index, corpus.data.queries, K, corpus.mask(1.0), planner)
     assert plan.method == "pushdown" and plan.predicted_recall is not None
+    # No filter: one plain graph search at ef_base, certified by the unfiltered calibration.
+    plain = index.search(corpus.data.queries, K, ef_search=planner.ef_at_least(planner.ef_base))
+    np.testing.assert_array_equal(hits.ids, plain.ids)
+    assert plan.ef_search == plan.ef_min == planner.ef_at_least(planner.ef_base)
     assert plan.predicted_recall >= planner.target_recall
     text = str(plan)
     assert "local s=1.00" in text and "certified recall" in text
@@ -198,8 +202,42 @@ def test_benchmark_script_runs_and_checks_its_targets(tmp_path, capsys) -> None:
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     out = tmp_path / "bench.md"
-    argv = ["--n", "3000", "--queries", "20", "--corpora", "clustered-corr", "--repeats", "1"]
+    argv = ["--n", "3000", "--queries", "20", "--corpora", "clustered-corr", "--min-calls", "2"]
+    argv += ["--min-time", "0.02"]
     assert bench.main([*argv, "--selectivities", "0.05,1", "--output", str(out)]) == 0
     text = out.read_text()
     assert "| clustered-corr | 5% | 150 |" in text and "every cell: met" in text
     assert bench.main(["--corpora", "nope"]) == 2
+    assert bench.main(["--min-calls", "0"]) == 2
+
+
+def test_independence_check_skips_the_probe_only_for_filters_that_ignore_the_cells() -> None:
+    # A uniform filter's per-cell counts stay within binomial noise (the probe would only
+    # return the global share, noisily); a filter that follows the clusters does not.
+    corpus = adversarial_corpus("clustered-corr", 4000, 16, 5, n_clusters=20)
+    cells = coarse_cells(corpus.data.vectors, 60)
+    for seed in range(5):
+        for s in (0.01, 0.3, 0.5, 0.9):
+            mask = np.random.default_rng(seed).random(4000) < s
+            assert cells.independent(cells.authorized(mask)), (seed, s)
+    for s in (0.05, 0.3, 0.5):
+        assert not cells.independent(cells.authorized(corpus.mask(s))), s
+
+
+def test_bench_timer_interleaves_and_meets_its_minimum_calls() -> None:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "benchmarks" / "bench_adversarial.py"
+    spec = importlib.util.spec_from_file_location("bench_adversarial_timer", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    order: list[str] = []
+    fns = {name: (lambda name=name: order.append(name)) for name in ("a", "b")}
+    # "a" claims to be 4x dearer than "b": "b" makes 4x the calls, spread between a's.
+    times = bench._interleaved(fns, {"a": 4e-3, "b": 1e-3}, 0.04, 3)
+    assert order.count("a") == 10 and order.count("b") == 40
+    first_a, last_a = order.index("a"), len(order) - 1 - order[::-1].index("a")
+    assert order[:first_a].count("b") <= 4 and order[last_a:].count("b") <= 4  # interleaved
+    assert set(times) == {"a", "b"} and all(t >= 0 for t in times.values())

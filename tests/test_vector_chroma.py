@@ -165,7 +165,9 @@ def test_the_experiment_runs_on_chroma_under_a_correlated_acl(
     assert at.loc[(0.3, "post"), "returned"] == 0  # the correlated ACL defeats post-filtering
     assert at.loc[(0.3, "pushdown"), "returned"] == K
     assert at.loc[(1.0, "post"), "returned"] == K and at.loc[(1.0, "pre"), "recall"] == 1.0
-    with pytest.raises(ArecallError, match=r"^index.placements: store chroma does not answer"):
+    with pytest.raises(
+        ArecallError, match=r"^vector_search.index.placements: store chroma does not answer"
+    ):
         experiment(data=data, store="chroma", selectivities=[1.0])  # auto is faiss's
 
 

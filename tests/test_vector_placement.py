@@ -203,3 +203,107 @@ def test_synthetic_queries_keep_unit_norm_and_shape() -> None:
     q = synthetic_queries(data.vectors, 50)
     assert q.shape == (50, 16) and q.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(q, axis=1), 1.0, atol=1e-5)
+
+
+def test_a_store_without_auto_names_the_full_config_key() -> None:
+    # chroma answers post and pushdown only; the error must name the key a user sets in
+    # params.yaml / on the command line, vector_search.index.placements, not index.placements.
+    from arecall.core.errors import ArecallError
+    from arecall.vector.measurement import experiment
+
+    with pytest.raises(
+        ArecallError,
+        match=r"^vector_search\.index\.placements: store chroma does not answer 'auto' "
+        r"\(it answers post, pushdown and pre\)$",
+    ):
+        experiment(store="chroma", n_docs=200, dims=8, n_queries=5, selectivities=[1.0])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.floats(0.3, 1.0), min_size=3, max_size=3),
+    st.floats(0.001, 1.0),
+    st.integers(10, 400),
+)
+def test_filtered_recall_interpolates_between_calibrated_shares(levels, share, ef) -> None:
+    # Calibrated curves that grow with the share (as real ones do, up to noise): the
+    # interpolated recall is bracketed by its two neighbouring shares, equals the calibration
+    # at a calibrated share, and is 0 below the smallest share measured (never certified).
+    lo, mid, hi = sorted(levels)
+    planner = AutoPlanner(
+        n_docs=10**6,
+        k=10,
+        ef_base=16,
+        recall=((10, hi), (1000, hi)),
+        filtered=((0.5, 10, mid), (0.5, 1000, mid), (0.25, 10, lo), (0.25, 1000, lo)),
+    )
+    got = float(planner.filtered_recall([ef], [share])[0])
+    if share >= 1.0:
+        assert got == pytest.approx(hi)
+    elif share >= 0.5:
+        assert mid - 1e-12 <= got <= hi + 1e-12
+    elif share >= 0.25:
+        assert lo - 1e-12 <= got <= mid + 1e-12
+    else:
+        assert got == 0.0
+    for grid, value in ((0.5, mid), (0.25, lo)):
+        assert float(planner.filtered_recall([ef], [grid])[0]) == pytest.approx(value)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(0.01, 1.0), st.sampled_from([16, 23, 32, 64]))
+def test_first_ef_is_the_cheapest_expected_plan_and_never_below_the_calibration(
+    ell, ef_base
+) -> None:
+    # _first_ef picks, per query, the ladder efSearch minimising D(e) + P[short]·D(2e) from
+    # what the calibration needs upwards: never below that, and never dearer in expectation
+    # than the fixed (k + 2√k)/ℓ floor it replaced.
+    import math
+
+    from scipy import special
+
+    from arecall.vector.placement import _first_ef
+
+    planner = AutoPlanner(
+        n_docs=10**6,
+        k=10,
+        ef_base=ef_base,
+        ndis=((10, 300.0), (64, 1200.0), (1024, 9000.0)),
+        recall=((10, 0.9), (ef_base, 0.98)),
+        filtered=(
+            (0.5, 10, 0.8),
+            (0.5, 2 * ef_base, 0.98),
+            (0.25, 10, 0.6),
+            (0.25, 4 * ef_base, 0.98),
+        ),
+    )
+    chosen = int(_first_ef(planner, np.array([ell]))[0])
+    start = planner.ef_at_least(float(planner.ef_needed([ell])[0]))
+    assert chosen >= start and planner.ef_at_least(chosen) == chosen  # on the ladder
+
+    def expected(e: int) -> float:
+        z = (10 - 0.5 - e * ell) / math.sqrt(max(e * ell * (1 - ell), 1e-12))
+        return planner.distances(e) + float(special.ndtr(z)) * planner.distances(
+            planner.ef_at_least(2 * e)
+        )
+
+    old = planner.ef_at_least(max(start, (10 + 2 * math.sqrt(10)) / ell))
+    if old <= planner.ef_at_least(start * 2**2.75):  # within the candidates searched
+        assert expected(chosen) <= expected(old) + 1e-9
+
+
+@SETTINGS
+@given(cases(), st.integers(1, 4))
+def test_fallback_scan_equals_pre_whichever_way_it_scans(case, n_rows) -> None:
+    # auto's fallback scan scores every document and masks when only a few queries fall back
+    # (no copy of the authorized vectors); it must give pre's answer exactly, ties included.
+    from arecall.vector.placement import _scan
+
+    vectors, queries, allowed, k, _, _ = case
+    n_allowed = int(allowed.sum())
+    idx = build_index(vectors, kind="exact")
+    q = np.repeat(queries, n_rows, axis=0)
+    got = _scan(idx, q, k, allowed, n_allowed)
+    want = pre(idx, q, k, allowed)
+    np.testing.assert_array_equal(got.ids, want.ids)
+    np.testing.assert_array_equal(got.scores, want.scores)

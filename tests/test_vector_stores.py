@@ -110,7 +110,9 @@ def test_a_store_registered_in_one_line_reaches_the_pipeline_and_audit(toy: None
 
 
 def test_a_placement_the_store_cannot_answer_is_refused(toy: None) -> None:
-    with pytest.raises(ArecallError, match=r"^index.placements: store toy does not answer 'auto'"):
+    with pytest.raises(
+        ArecallError, match=r"^vector_search.index.placements: store toy does not answer 'auto'"
+    ):
         experiment(store="toy", **SMALL)
 
 

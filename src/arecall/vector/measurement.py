@@ -224,7 +224,7 @@ def _store_placements(store: VectorStore, placements: Sequence[str]) -> tuple[st
     for mode in modes:
         if mode != "pre" and mode not in store.placements:
             raise ArecallError(
-                f"index.placements: store {store.name} does not answer {mode!r} "
+                f"vector_search.index.placements: store {store.name} does not answer {mode!r} "
                 f"(it answers {', '.join(store.placements)} and pre)"
             )
     return modes

@@ -16,8 +16,11 @@ The ``auto`` rule
 Pushdown keeps recall at selectivity s if its candidate list still holds about as many
 *authorized* candidates as an unfiltered search would: ``ef(s) = ceil(ef_base / s)``, clipped
 to [k, n]. ``ef_base`` is not a guess: :func:`calibrate_auto` measures the index's unfiltered
-recall against the exact scan on held-out queries for efSearch = k, 16, 32, 64, … and takes the
-smallest value reaching ``target_recall + margin``. (Filtered search at the scaled ef has
+recall against the exact scan on held-out queries for efSearch = k, then 16·2^(j/4) (16, 20,
+23, 27, 32, 39, 46, …) and takes the smallest value reaching ``target_recall + margin``. The
+ladder is fine on purpose: a calibrated efSearch is at most 19% above the one that just
+suffices (a √2 ladder left up to 41%, which cost ``auto`` up to 1.3× the best fixed
+pushdown). (Filtered search at the scaled ef has
 measured at least the unfiltered recall at ef_base; the benchmark checks it again at 1M.)
 
 Cost is counted in distance computations. An exact scan of the subset costs ``n·s``; a
@@ -49,17 +52,31 @@ queries from never-authorized ones), a query inside an authorized cluster a smal
 1. **Local selectivity.** ``calibrate_auto`` also fits coarse k-means cells (``Cells``, about
    2·√n); for a principal the authorized share of each cell is one ``bincount``, and a
    query's local selectivity ℓ is the authorized share of its 4 nearest cells — a few hundred
-   scan-priced distances. Its first efSearch is ``ef_base / ℓ`` on a √2 ladder; a query with
-   ℓ = 0, or whose graph search would cost more than scanning the principal's documents, is
-   scanned.
+   scan-priced distances. When every cell's count is within binomial noise of the global
+   share (``Cells.independent``: the filter ignores the geometry at the cells' scale), the
+   probe could only return the global share, noisily, so it is skipped and ℓ = s.
+   ``calibrate_auto`` measures pushdown under uniform filters of shares 2^(-j/2) (½, 0.35,
+   ¼, …) on the same ladder; the recall at a share between two is interpolated in log share
+   (``AutoPlanner.filtered_recall``), and ``ef_needed(ℓ)`` is the smallest efSearch reaching
+   ``target_recall + margin`` there. A query's first efSearch is the ladder value from
+   ``ef_needed(ℓ)`` up that is cheapest in expectation — ``D(e) + P[Binomial(e, ℓ) < k]·D(2e)``,
+   since a list with fewer than k authorized cannot be certified and is searched again — and a
+   query with ℓ = 0, or whose graph search would cost more than scanning the principal's
+   documents, is scanned. A principal with every document authorized gets one plain graph
+   search at ``ef_base``, certified by the unfiltered calibration.
 2. **A certificate from the search itself.** faiss's filtered HNSW walk visits exactly the
    nodes the unfiltered walk visits (the selector only gates what is collected), so the
    unfiltered top-ef list at efSearch ef, filtered, *is* pushdown(ef)'s answer whenever it
    holds k authorized documents — and it also says where they sit: if the k-th authorized
    document has rank r, the walk had ``ef·k/r`` candidates per wanted result, the same
    budget an unfiltered search at efSearch ``ef·k/r`` has. The calibrated unfiltered recall
-   at that effective efSearch is the query's certified recall; a query with fewer than k
-   authorized in its list is uncertified (recall 0).
+   at that effective efSearch, or the uniform-filter recall at efSearch ef and the authorized
+   share the list actually held, whichever is higher, is the query's certified recall; a
+   query with fewer than k authorized in its list is uncertified (recall 0).
+   For a filter independent of the cells whose searched lists hold, pooled, the share its
+   size predicts (``_pooled_share_fits``), a list's own count is binomial noise: every query
+   is then priced at the global share, and a query whose list held fewer than k authorized is
+   answered by pushdown at the same efSearch — the search the uniform calibration measured.
 3. **Escalate once, then scan.** If the mean certified recall over the batch is below
    ``target_recall + margin/2``, the fewest lowest-certified queries are searched once more
    at the efSearch their evidence asks for (at least twice the first), if that is still
@@ -83,16 +100,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 import faiss
 import numpy as np
 import numpy.typing as npt
+from scipy import special
 
 from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_mask, check_positive_int
 from arecall.vector.config import PLACEMENTS, IndexConfig
-from arecall.vector.index import Hits, VectorIndex
+from arecall.vector.index import Hits, VectorIndex, _top_k
 
 __all__ = [
     "DEFAULT_GRAPH_COST",
@@ -243,10 +262,39 @@ class Cells:
         """Number of cells."""
         return int(self.centroids.shape[0])
 
+    def authorized(self, mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
+        """Authorized documents per cell (one ``bincount``)."""
+        return np.bincount(self.assignment[mask], minlength=self.n_cells).astype(np.int64)
+
+    def independent(self, authorized: npt.NDArray[np.int64], z: float = 5.0) -> bool:
+        """Whether the filter looks independent of the cells: every cell's authorized count
+        within ``z`` binomial standard deviations of its size × the global share.
+
+        Then every query's local selectivity is the global share up to sampling noise, and
+        :meth:`local_selectivity` (a distance to every centroid per query, about a tenth of a
+        graph search) has nothing to add: ``auto`` skips it. ``z = 5`` keeps the chance that
+        an independent filter over a thousand cells fails the test below 10⁻³; a filter that
+        follows the data moves whole cells to 0 or 1 and fails it by orders of magnitude.
+
+        Examples
+        --------
+        >>> cells = Cells(np.eye(2, dtype=np.float32), np.zeros(400, np.int64) + np.arange(400) % 2,
+        ...               np.array([200, 200]))
+        >>> cells.independent(np.array([101, 99])), cells.independent(np.array([200, 0]))
+        (True, False)
+        """
+        s = float(authorized.sum()) / max(1.0, float(self.sizes.sum()))
+        sd = np.sqrt(np.maximum(self.sizes * s * (1.0 - s), 1e-12))
+        return bool((np.abs(authorized - self.sizes * s) <= z * sd + 1.0).all())
+
     def local_selectivity(
-        self, queries: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_]
+        self,
+        queries: npt.NDArray[np.float32],
+        mask: npt.NDArray[np.bool_],
+        authorized: npt.NDArray[np.int64] | None = None,
     ) -> npt.NDArray[np.float64]:
-        """Per query, the authorized share of its ``probe`` nearest cells.
+        """Per query, the authorized share of its ``probe`` nearest cells (``authorized``:
+        :meth:`authorized` of ``mask``, when the caller has it already).
 
         Examples
         --------
@@ -255,7 +303,8 @@ class Cells:
         ...                         np.array([True, False, False, False])).tolist()
         [0.5, 0.0]
         """
-        authorized = np.bincount(self.assignment[mask], minlength=self.n_cells)
+        if authorized is None:
+            authorized = self.authorized(mask)
         nearest = _nearest_cells(queries, self.centroids, min(self.probe, self.n_cells))
         return np.asarray(
             authorized[nearest].sum(axis=1) / np.maximum(self.sizes[nearest].sum(axis=1), 1),
@@ -321,6 +370,10 @@ def coarse_cells(
     return Cells(np.ascontiguousarray(centroids), assignment, sizes, probe)
 
 
+_Curve = tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]
+"""(log efSearch, recall) points of one calibrated share."""
+
+
 @dataclass(frozen=True)
 class AutoPlanner:
     """A calibrated per-principal planner (build it with :func:`calibrate_auto`).
@@ -355,54 +408,89 @@ class AutoPlanner:
     (1/2, 1/4, …) on the calibration queries: what a search at efSearch delivers when a given
     share of its neighbourhood is authorized."""
 
+    @cached_property
+    def _curves(
+        self,
+    ) -> tuple[
+        npt.NDArray[np.float64], list[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]]
+    ]:
+        """(shares descending, starting at 1.0; per share the (log efSearch, recall) measured)."""
+        shares = [1.0]
+        curves: list[_Curve] = []
+        if self.recall:
+            curves.append(
+                (
+                    np.log([float(e) for e, _ in self.recall]),
+                    np.array([r for _, r in self.recall], dtype=np.float64),
+                )
+            )
+        else:  # nothing measured: the unfiltered search is taken as exact (predicted_recall)
+            curves.append((np.zeros(1), np.ones(1)))
+        for grid in sorted({g for g, _, _ in self.filtered}, reverse=True):
+            points = sorted((e, r) for g, e, r in self.filtered if g == grid)
+            shares.append(grid)
+            curves.append(
+                (
+                    np.log([float(e) for e, _ in points]),
+                    np.array([r for _, r in points], dtype=np.float64),
+                )
+            )
+        return np.array(shares, dtype=np.float64), curves
+
     def filtered_recall(self, ef: npt.ArrayLike, share: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """Calibrated pushdown recall at efSearch ``ef`` where ``share`` of the neighbourhood is
-        authorized: the measurement at the largest calibrated share not above ``share`` (the
-        conservative side), log-interpolated in efSearch; 0 below the smallest share measured.
+        authorized.
+
+        Each calibrated share (1 = the unfiltered curve, then the uniform-filter shares of
+        :func:`calibrate_auto`) gives a curve in log efSearch (held flat past its last point, 0
+        before its first); between two calibrated shares the recall is interpolated in log share
+        — recall grows smoothly with the share, and the grid is √2 apart — and below the
+        smallest share measured it is 0 (unknown, so never certified).
 
         Examples
         --------
-        >>> p = AutoPlanner(n_docs=1000, k=10, ef_base=16, recall=((10, 0.9), (16, 0.97)),
-        ...                 filtered=((0.5, 16, 0.9), (0.5, 32, 0.98)))
-        >>> p.filtered_recall([16, 32, 16], [1.0, 0.6, 0.1]).tolist()
-        [0.97, 0.98, 0.0]
+        >>> p = AutoPlanner(n_docs=1000, k=10, ef_base=16, recall=((10, 0.9), (32, 1.0)),
+        ...                 filtered=((0.5, 16, 0.9), (0.5, 32, 0.96)))
+        >>> np.round(p.filtered_recall([32, 32, 32, 16], [1.0, 0.5, 0.1, 0.7]), 3).tolist()
+        [1.0, 0.96, 0.0, 0.92]
         """
         efs = np.asarray(ef, dtype=np.float64)
-        shares = np.broadcast_to(np.asarray(share, dtype=np.float64), efs.shape)
-        out = np.where(shares >= 1.0, self.predicted_recall(efs), 0.0)
-        for grid in sorted({g for g, _, _ in self.filtered}, reverse=True):
-            points = [(e, r) for g, e, r in self.filtered if g == grid]
-            curve = np.interp(
-                np.log(np.maximum(efs, 1.0)),
-                np.log([e for e, _ in points]),
-                [r for _, r in points],
-            )
-            take = (shares >= grid) & (shares < 1.0) & (out == 0.0)
-            out = np.where(take, curve, out)
+        x = np.broadcast_to(np.asarray(share, dtype=np.float64), efs.shape)
+        shares, curves = self._curves
+        log_ef = np.log(np.maximum(efs, 1.0))
+        values = np.stack(
+            [np.interp(log_ef, le, r, left=0.0 if i else r[0]) for i, (le, r) in enumerate(curves)]
+        )  # (len(shares), *efs.shape), shares descending
+        out = np.where(x >= 1.0, values[0], 0.0)
+        for i in range(1, shares.shape[0]):
+            hi, lo = shares[i - 1], shares[i]
+            inside = (x >= lo) & (x < hi)
+            t = np.log(np.maximum(x, lo) / lo) / math.log(hi / lo)
+            out = np.where(inside, values[i] + t * (values[i - 1] - values[i]), out)
         return np.asarray(out, dtype=np.float64)
 
     def ef_needed(self, share: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        """Smallest calibrated efSearch reaching ``target_recall + margin`` at ``share``.
-
-        The calibrated share at or below ``share`` (conservative); ``ef_base / share`` where the
-        calibration never reached the target or measured no share that low.
+        """Smallest calibrated efSearch whose :meth:`filtered_recall` at ``share`` reaches
+        ``target_recall + margin``; ``ef_base / share`` where the calibration never reached the
+        target or measured no share that low.
 
         Examples
         --------
-        >>> p = AutoPlanner(n_docs=1000, k=10, ef_base=16, filtered=((0.5, 32, 0.98),))
-        >>> p.ef_needed([1.0, 0.7, 0.1]).tolist()
-        [16.0, 32.0, 160.0]
+        >>> p = AutoPlanner(n_docs=1000, k=10, ef_base=16, recall=((16, 0.98),),
+        ...                 filtered=((0.5, 16, 0.9), (0.5, 32, 0.98)))
+        >>> p.ef_needed([1.0, 0.7, 0.5, 0.1]).tolist()
+        [16.0, 32.0, 32.0, 160.0]
         """
         shares = np.maximum(np.asarray(share, dtype=np.float64), 1e-12)
         base = float(self.ef_base or self.k)
-        out = base / shares
+        grid = sorted({float(e) for e, _ in self.recall} | {float(e) for _, e, _ in self.filtered})
+        grid = [e for e in grid if e >= base] or [base]
         wanted = min(1.0, self.target_recall + self.margin)
-        for grid in sorted({g for g, _, _ in self.filtered}, reverse=True):
-            good = [e for g, e, r in self.filtered if g == grid and r >= wanted]
-            if good:
-                take = (shares >= grid) & (shares < 1.0) & (out == base / shares)
-                out = np.where(take, float(min(good)), out)
-        return np.where(shares >= 1.0, base, out)
+        efs = np.broadcast_to(np.array(grid), (*shares.shape, len(grid)))
+        reached = self.filtered_recall(efs, shares[..., None]) >= wanted - 1e-12
+        first = np.array(grid)[np.argmax(reached, axis=-1)]
+        out = np.where(reached.any(axis=-1), first, base / shares)
+        return np.asarray(np.where(shares >= 1.0, base, out), dtype=np.float64)
 
     def predicted_recall(self, ef: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """Calibrated unfiltered recall@k at (effective) efSearch ``ef``, log-interpolated.
@@ -420,17 +508,17 @@ class AutoPlanner:
         return np.asarray(np.interp(np.log(np.maximum(ef, 1.0)), efs, values), dtype=np.float64)
 
     def ef_at_least(self, ef: float) -> int:
-        """The smallest efSearch on the planner's ladder (``ef_base·√2^j``) that is ≥ ``ef``.
+        """The smallest efSearch on the planner's ladder that is ≥ ``ef``: ``ef_base``, then the
+        calibration ladder ``ceil(16·2^(j/4))`` above it (so a calibrated efSearch maps to
+        itself), clipped to [k, n].
 
         Examples
         --------
         >>> p = AutoPlanner(n_docs=10**6, k=10, ef_base=64)
-        >>> p.ef_at_least(64), p.ef_at_least(65), p.ef_at_least(100)
-        (64, 91, 128)
+        >>> p.ef_at_least(64), p.ef_at_least(65), p.ef_at_least(100), p.ef_at_least(108)
+        (64, 77, 108, 108)
         """
-        base = self.ef_base or self.k
-        j = max(0, math.ceil(2 * math.log2(max(ef, 1.0) / base) - 1e-9))
-        return int(min(self.n_docs, max(self.k, math.ceil(base * 2 ** (j / 2) - 1e-9))))
+        return int(self.ef_at_least_many(np.array([float(ef)]))[0])
 
     def ef_for(self, n_allowed: int) -> int:
         """efSearch for a principal with ``n_allowed`` documents: ``ceil(ef_base / s)``.
@@ -459,10 +547,13 @@ class AutoPlanner:
 
     def ef_at_least_many(self, efs: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """:meth:`ef_at_least` for an array (vectorised, same numbers)."""
-        base = self.ef_base or self.k
-        ratio = np.maximum(np.asarray(efs, dtype=np.float64), 1.0) / base
-        j = np.maximum(0, np.ceil(2 * np.log2(ratio) - 1e-9))
-        out = np.ceil(base * 2 ** (j / 2) - 1e-9)
+        base = float(self.ef_base or self.k)
+        want = np.maximum(np.asarray(efs, dtype=np.float64), 1.0)
+        j = np.ceil(_STEPS * np.log2(want / 16.0) - 1e-9)
+        # ceil() lifts each rung a little above 16·2^(j/4): the rung below may still reach.
+        below = np.ceil(16.0 * 2 ** ((j - 1) / _STEPS) - 1e-9)
+        out = np.where(below >= want, below, np.ceil(16.0 * 2 ** (j / _STEPS) - 1e-9))
+        out = np.where(want <= base, base, out)
         return np.clip(out, self.k, self.n_docs).astype(np.int64)
 
     def distances(self, ef: int) -> float:
@@ -475,6 +566,21 @@ class AutoPlanner:
         (2000, 8000)
         """
         return float(self.distances_many(np.array([float(ef)]))[0])
+
+    @cached_property
+    def scan_below(self) -> float:
+        """Principals with at most this many documents are always scanned: the cost of an
+        unfiltered-quality graph search, ``graph_cost × ndis(ef_base)`` (∞ when ``ef_base`` is
+        None). Cached: ``auto`` checks it on every call, and at 0.1% a scan takes < 1 ms.
+
+        Examples
+        --------
+        >>> AutoPlanner(n_docs=10**6, k=10, ef_base=64, ndis=((64, 1000.0),)).scan_below
+        16000.0
+        """
+        if self.ef_base is None:
+            return math.inf
+        return self.graph_cost * self.distances(self.ef_base)
 
     def plan(self, n_allowed: int) -> Plan:
         """Choose exact-over-subset or pushdown for a principal with ``n_allowed`` documents.
@@ -625,19 +731,28 @@ def calibrate_auto(
     if ef_base is not None:
         draws = np.random.default_rng([seed, 41]).random(index.n_docs)
         planner_so_far = AutoPlanner(index.n_docs, k, ef_base, tuple(ndis), graph_cost=graph_cost)
-        share = 0.5
-        while share * index.n_docs >= 4 * k:
+        # Shares 2^(-j/2) — √2 apart, so interpolating between two (filtered_recall) is close.
+        # A smaller share never needs a smaller efSearch, so each share's ladder starts two
+        # steps below where the previous share reached the target.
+        ladder = _ladder(k, index.n_docs)
+        start = 0
+        j = 1
+        while (share := 2 ** (-j / 2)) * index.n_docs >= 4 * k:
             mask = draws < share
             n_allowed = int(mask.sum())
             if graph_cost * planner_so_far.distances(ef_base) >= n_allowed:
                 break  # below this share the scan is always cheaper: nothing to plan
             exact = index.exact(q, k, mask)
-            for ef in _ladder(k, index.n_docs):
+            for i in range(start, len(ladder)):
+                ef = ladder[i]
                 r = _overlap(index.search_filtered(q, k, mask, ef_search=ef), exact)
                 filtered.append((share, ef, r))
-                if r >= wanted or graph_cost * planner_so_far.distances(ef) >= n_allowed:
+                if r >= wanted:
+                    start = max(0, i - 2)
                     break
-            share /= 2
+                if graph_cost * planner_so_far.distances(ef) >= n_allowed:
+                    break
+            j += 1
     return AutoPlanner(
         n_docs=index.n_docs,
         k=k,
@@ -687,12 +802,23 @@ def measure_graph_cost(
     return float(max(1e-3, (t_graph / ndis) / max(per_scan, 1e-15)))
 
 
+#: Steps per doubling of the efSearch ladders (calibration and planning): 2^(1/4) ≈ 1.19, so a
+#: calibrated or planned efSearch is never more than 19% above the one that just suffices — a
+#: √2 ladder left up to 41%, which cost ``auto`` up to 1.3× the best fixed pushdown.
+_STEPS = 4
+
+
 def _ladder(k: int, n: int) -> list[int]:
-    """k, then 16·√2^j (16, 23, 32, 45, 64, …) up to n: fine enough that ``ef_base`` is never
-    more than √2 above the efSearch that just reaches the target."""
+    """k, then 16·2^(j/4) (16, 20, 23, 27, 32, 39, 46, 54, 64, …) up to n.
+
+    Examples
+    --------
+    >>> _ladder(10, 70)
+    [10, 16, 20, 23, 27, 32, 39, 46, 54, 64, 70]
+    """
     efs = [k]
     j = 0
-    while (ef := math.ceil(16 * 2 ** (j / 2) - 1e-9)) < n:
+    while (ef := math.ceil(16 * 2 ** (j / _STEPS) - 1e-9)) < n:
         if ef > k:
             efs.append(ef)
         j += 1
@@ -732,16 +858,47 @@ def auto(
             f"used with n_docs={index.n_docs}, k={k}"
         )
     q = index.check_queries(queries)
-    n_allowed = int(mask.sum())
-    if (
-        planner.ef_base is None
-        or n_allowed <= k
-        or index.kind == "exact"
-        # even an unfiltered-quality graph search costs more than a scan:
-        or planner.graph_cost * planner.distances(planner.ef_base) >= n_allowed
-    ):
-        return index.exact(q, k, mask), planner.plan(n_allowed)
+    n_allowed = int(np.count_nonzero(mask))
+    if n_allowed <= planner.scan_below or n_allowed <= k or index.kind == "exact":
+        # Even an unfiltered-quality graph search costs more than a scan (or the graph never
+        # pays): scan, without the probe — at 0.1% the scan itself takes well under 1 ms.
+        return index.exact(q, k, mask), Plan("exact", None, n_allowed, float(n_allowed), None)
+    if n_allowed == index.n_docs:
+        # No filter: the unfiltered calibration certifies a plain search at ef_base directly.
+        return _unfiltered(index, q, k, planner)
     return _certified(index, q, k, mask, planner)
+
+
+def _unfiltered(
+    index: VectorIndex, q: npt.NDArray[np.float32], k: int, planner: AutoPlanner
+) -> tuple[Hits, Plan]:
+    """``auto`` when every document is authorized: a graph search at ``ef_base``, whose recall
+    the unfiltered calibration measured (no probe, no per-query certificate needed)."""
+    assert planner.ef_base is not None
+    ef = planner.ef_at_least(planner.ef_base)  # ef_base clipped to [k, n]
+    hits = index.search(q, k, ef_search=ef)
+    cost = planner.graph_cost * planner.distances(ef)
+    predicted = float(planner.predicted_recall(np.array([float(ef)]))[0])
+    # A walk can miss nodes HNSW left unlinked (duplicates): a short answer is scanned.
+    short = np.flatnonzero(hits.returned() < min(k, index.n_docs))
+    if short.size:
+        hits = hits.replace_rows(short, index.exact(q[short], k))
+        predicted += short.size * (1.0 - predicted) / q.shape[0]
+    n_q = q.shape[0]
+    plan = Plan(
+        method="pushdown",
+        ef_search=ef,
+        n_allowed=index.n_docs,
+        cost_exact=float(index.n_docs),
+        cost_pushdown=cost,
+        n_fallback=int(short.size),
+        n_queries=n_q,
+        ef_min=ef,
+        local_selectivity=1.0,
+        predicted_recall=predicted,
+        cost_auto=cost + short.size * index.n_docs / n_q,
+    )
+    return hits, plan
 
 
 def _certified(
@@ -755,21 +912,22 @@ def _certified(
     n_q, n_allowed = q.shape[0], int(mask.sum())
     assert planner.ef_base is not None
     scan_cost = float(n_allowed)
+    s_global = n_allowed / index.n_docs
+    local = np.full(n_q, s_global)
+    spent = np.zeros(n_q)
+    independent = True
     if planner.cells is not None:
-        local = planner.cells.local_selectivity(q, mask)
-        spent = np.full(n_q, float(planner.cells.n_cells))
-    else:
-        local = np.full(n_q, n_allowed / index.n_docs)
-        spent = np.zeros(n_q)
+        authorized = planner.cells.authorized(mask)
+        independent = planner.cells.independent(authorized)
+        if not independent:
+            local = planner.cells.local_selectivity(q, mask, authorized)
+            spent += planner.cells.n_cells
 
     def graph_cost(ef: int) -> float:
         return planner.graph_cost * planner.distances(ef)
 
-    # First efSearch per query: what the uniform calibration needs at the local selectivity,
-    # and enough for its top-ef list to hold k authorized (k + 2√k expected), on the √2
-    # ladder; 0 = scan.
-    enough = (k + 2 * math.sqrt(k)) / np.maximum(local, 1e-12)
-    first = planner.ef_at_least_many(np.maximum(planner.ef_needed(local), enough))
+    # First efSearch per query (_first_ef); 0 = scan.
+    first = _first_ef(planner, local, independent)
     cheaper = planner.graph_cost * planner.distances_many(first) < scan_cost
     first = np.where((local > 0) & cheaper, first, 0)
     ids = np.full((n_q, k), -1, dtype=np.int64)
@@ -778,9 +936,17 @@ def _certified(
     used = np.zeros(n_q, dtype=np.int64)  # efSearch each answered query came from; 0 = scan
     escalated = 0
 
-    def search(rows: npt.NDArray[np.int64], efs: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        """Search ``rows`` at ``efs``; record certified answers; return each row's rank-k."""
-        need = np.zeros(rows.shape[0], dtype=np.int64)
+    counts = np.zeros(n_q, dtype=np.int64)  # authorized in each query's latest list
+
+    def count_of(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        return counts[rows]
+
+    def search(rows: npt.NDArray[np.int64], efs: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """Search ``rows`` at ``efs``; record certified answers; return the authorized share
+        each row's list held. One faiss call per distinct efSearch; the certificate arithmetic
+        runs once over all rows (at 30% it used to cost a third of a scan in numpy overhead)."""
+        count = np.zeros(rows.shape[0], dtype=np.int64)
+        rank_k = np.zeros(rows.shape[0], dtype=np.int64)
         for ef in np.unique(efs):
             at = np.flatnonzero(efs == ef)
             sub = rows[at]
@@ -788,47 +954,74 @@ def _certified(
             # traversal ignores the selector, so its authorized prefix *is* pushdown's
             # answer, and where that prefix sits in the ranking is the evidence.
             full = index.search(q[sub], int(ef), ef_search=int(ef))
-            spent[sub] += graph_cost(int(ef))
             ok = (full.ids >= 0) & mask[np.maximum(full.ids, 0)]
-            count = ok.sum(axis=1)
-            rank_k = np.where(count >= k, np.argmax(np.cumsum(ok, axis=1) >= k, axis=1) + 1, 0)
-            kept = full.select(ok)
-            good = count >= k
-            ids[sub[good]] = kept.ids[good, :k]
-            scores[sub[good]] = kept.scores[good, :k]
-            # Two certificates, the better one counts: where the k-th authorized hit ranks
-            # (the walk's budget per wanted result, priced by the unfiltered calibration), and
-            # the authorized share the walk actually met (priced by the uniform-filter one).
-            effective = ef * k / np.maximum(rank_k, 1)
-            by_rank = planner.predicted_recall(effective)
-            by_share = planner.filtered_recall(np.full(sub.shape[0], ef), count / ef)
-            predicted[sub] = np.where(good, np.maximum(by_rank, by_share), 0.0)
-            used[sub] = np.where(good, ef, 0)
-            # Where the k-th authorized hit would have to sit for the calibrated recall:
-            # ranks scale by (authorized share seen), so the efSearch needed scales with it.
-            share = np.maximum(count, 0.5) / ef
-            need[at] = np.ceil(planner.ef_needed(share))
-        return need
+            count[at] = ok.sum(axis=1)
+            good = count[at] >= k
+            rank_k[at] = np.where(good, np.argmax(np.cumsum(ok, axis=1) >= k, axis=1) + 1, 0)
+            if good.any():
+                kept = Hits(full.ids[good], full.scores[good]).select(ok[good])
+                ids[sub[good]] = kept.ids[:, :k]
+                scores[sub[good]] = kept.scores[:, :k]
+        spent[rows] += planner.graph_cost * planner.distances_many(efs)
+        counts[rows] = count
+        good = count >= k
+        # Two certificates, the better one counts: where the k-th authorized hit ranks (the
+        # walk's budget per wanted result, priced by the unfiltered calibration), and the
+        # authorized share the walk actually met (priced by the uniform-filter one).
+        by_rank = planner.predicted_recall(efs * k / np.maximum(rank_k, 1))
+        share = np.maximum(count, 0.5) / efs
+        if independent and _pooled_share_fits(count, efs, s_global):
+            # The filter ignores the cells and the lists hold, pooled, the share its size
+            # predicts: each list's count is then Binomial(ef, s), and pricing each query by
+            # its own count would charge it the noise (measured: 16 of 200 queries escalated
+            # to efSearch 182 on a uniform 30% filter, at 2.2x the best fixed pushdown).
+            share = np.full(rows.shape[0], s_global)
+        by_share = planner.filtered_recall(efs, share)
+        predicted[rows] = np.where(good, np.maximum(by_rank, by_share), 0.0)
+        used[rows] = np.where(good, efs, 0)
+        return np.asarray(share, dtype=np.float64)
 
     rows = np.flatnonzero(first > 0)
-    need = search(rows, first[rows])
+    seen = np.ones(n_q)
+    seen[rows] = search(rows, first[rows])
+    short = rows[used[rows] == 0]
+    if short.size and independent and _pooled_share_fits(count_of(rows), first[rows], s_global):
+        # Lists too short to certify, under a filter shown independent of the cells and of the
+        # lists: pushdown at the same efSearch collects from every node the walk scored, not
+        # only the top ef, and the uniform-filter calibration measured exactly that search —
+        # it certifies these queries without a second, larger walk.
+        for ef in np.unique(first[short]):
+            sub = short[first[short] == ef]
+            got = index.search_filtered(q[sub], k, mask, ef_search=int(ef))
+            full_k = got.returned() >= k
+            ids[sub[full_k]], scores[sub[full_k]] = got.ids[full_k], got.scores[full_k]
+            used[sub[full_k]] = ef
+            predicted[sub[full_k]] = planner.filtered_recall(np.array([float(ef)]), s_global)[0]
+            spent[sub] += graph_cost(int(ef))
     goal = min(1.0, planner.target_recall + planner.margin / 2)
-    retry = _below_goal(predicted, goal)
+    # Retry the fewest lowest-certified queries that bring the batch to its goal, and every
+    # searched query whose list held fewer than k authorized (it has no answer yet).
+    retry = np.union1d(_below_goal(predicted, goal), np.flatnonzero((first > 0) & (used == 0)))
     if retry.size:
-        wanted = dict(zip(rows.tolist(), need.tolist(), strict=True))
-        again = []
-        efs = []
-        for i in retry:
-            ef = planner.ef_at_least(max(2 * int(used[i] or first[i]), wanted.get(int(i), 0)))
-            if first[i] and ef > used[i] and graph_cost(ef) < scan_cost:
-                again.append(i)
-                efs.append(ef)
-        if again:
-            escalated = len(again)
-            search(np.array(again, dtype=np.int64), np.array(efs, dtype=np.int64))
+        # Once more, at the efSearch the evidence asks for and at least twice the first, where
+        # that is still cheaper than scanning them: a scan of m queries also reads all n·s
+        # authorized vectors once, priced at _SCAN_PASS distances each, shared by the m.
+        scan_each = scan_cost * (1.0 + _SCAN_PASS / retry.size)
+        base = np.where(used[retry] > 0, used[retry], first[retry])
+        # The efSearch the calibration needs at the authorized share the first list held.
+        need = np.where(first[retry] > 0, np.ceil(planner.ef_needed(seen[retry])), 0.0)
+        again_ef = planner.ef_at_least_many(np.maximum(2 * base, need))
+        ok = (
+            (first[retry] > 0)
+            & (again_ef > used[retry])
+            & (planner.graph_cost * planner.distances_many(again_ef) < scan_each)
+        )
+        if ok.any():
+            escalated = int(ok.sum())
+            search(retry[ok], again_ef[ok])
     scan = np.union1d(np.flatnonzero(used == 0), _below_goal(predicted, goal))
     if scan.size:
-        exact = index.exact(q[scan], k, mask)
+        exact = _scan(index, q[scan], k, mask, n_allowed)
         ids[scan], scores[scan] = exact.ids, exact.scores
         predicted[scan], used[scan] = 1.0, 0
         spent[scan] += scan_cost
@@ -848,6 +1041,92 @@ def _certified(
         cost_auto=float(spent.mean()),
     )
     return Hits(ids, scores), plan
+
+
+def _first_ef(
+    planner: AutoPlanner, local: npt.NDArray[np.float64], independent: bool = False
+) -> npt.NDArray[np.int64]:
+    """Each query's first efSearch: the cheapest in expectation of the ladder values from what
+    the uniform calibration needs at its local selectivity ℓ (:meth:`AutoPlanner.ef_needed`)
+    upwards.
+
+    A first search at efSearch e certifies only if its top-e list holds k authorized, which
+    for ℓ·e near k is a coin flip; an uncertified query is searched again at 2e. So e costs
+    ``D(e) + P[Binomial(e, ℓ) < k]·D(2e)`` distances (``D``: the calibrated cost curve,
+    the binomial tail by its normal approximation). A fixed floor of (k + 2√k)/ℓ did the same
+    job with more distances: at ℓ = 0.49 it moved 55% of the queries of a uniform 50% filter
+    from efSearch 33 to 39. For a filter ``independent`` of the cells a short list is answered
+    by pushdown at the same efSearch (:func:`_certified`), so the second walk costs ``D(e)``.
+    """
+    k = planner.k
+    ell, back = np.unique(np.clip(local, 1e-12, 1.0), return_inverse=True)
+    start = planner.ef_at_least_many(planner.ef_needed(ell))
+    # The ladder's rungs from the start up to 8× it, past any useful floor.
+    j0 = np.floor(_STEPS * np.log2(np.maximum(start, 1.0) / 16.0) + 1e-9)
+    steps = np.arange(3 * _STEPS)
+    cand = planner.ef_at_least_many(16.0 * 2 ** ((j0[:, None] + steps[None, :]) / _STEPS))
+    cand = np.maximum(cand, start[:, None])
+    mean = cand * ell[:, None]
+    sd = np.sqrt(np.maximum(cand * ell[:, None] * (1.0 - ell[:, None]), 1e-12))
+    # P[count < k] = P[count ≤ k - 1], continuity-corrected normal tail
+    z = (k - 0.5 - mean) / sd
+    p_short = special.ndtr(z)
+    # Independent filter: a short list is answered by pushdown at the same efSearch.
+    again = cand if independent else planner.ef_at_least_many(2 * cand)
+    cost = planner.distances_many(cand) + p_short * planner.distances_many(again)
+    best = cand[np.arange(cand.shape[0]), np.argmin(cost, axis=1)]
+    return np.asarray(best[back.reshape(-1)], dtype=np.int64)
+
+
+#: What one pass over the authorized vectors costs a scan, in (batched) distances per vector:
+#: a scan of one query takes about as long as 8 queries' share of a 200-query batch scan
+#: (measured at 50,000 × 128: 4 ms against 0.3 ms per query), since it is memory-bound.
+_SCAN_PASS = 8.0
+
+
+def _pooled_share_fits(
+    count: npt.NDArray[np.int64], efs: npt.NDArray[np.int64], s: float, z: float = 3.0
+) -> bool:
+    """Whether the searched lists hold, pooled, at least the authorized share ``s`` predicts
+    (within ``z`` binomial standard errors): the check, at the scale of the graph's own
+    neighbourhoods, that a filter independent of the cells is independent of the queries too.
+
+    Examples
+    --------
+    >>> _pooled_share_fits(np.array([14, 12, 15]), np.array([46, 46, 46]), 0.3)
+    True
+    >>> _pooled_share_fits(np.array([2, 1, 3]), np.array([46, 46, 46]), 0.3)
+    False
+    """
+    total = float(np.sum(efs))
+    if total <= 0:
+        return False
+    pooled = float(np.sum(count)) / total
+    return pooled >= s - z * math.sqrt(s * (1.0 - s) / total)
+
+
+def _scan(
+    index: VectorIndex,
+    q: npt.NDArray[np.float32],
+    k: int,
+    mask: npt.NDArray[np.bool_],
+    n_allowed: int,
+) -> Hits:
+    """The exact scan of ``mask`` for a few fallback queries.
+
+    ``index.exact`` first copies the ``n·s`` authorized vectors, whatever the batch: for one
+    query at s = 50% that copy costs more than scoring all ``n`` documents and masking the
+    rest (measured 5 ms against < 1 ms at 50,000 × 128). So score everything when the extra
+    distances, ``q·n·(1 − s)``, are fewer than the copy's price, counted as ``_SCAN_PASS``
+    distances per copied vector; else scan the subset. Same canonical order (score
+    descending, then id).
+    """
+    if q.shape[0] * (index.n_docs - n_allowed) > _SCAN_PASS * n_allowed or n_allowed <= k:
+        return index.exact(q, k, mask)
+    scores = q @ index.vectors.T
+    scores[:, ~mask] = -np.inf
+    ids, top = _top_k(scores, k)
+    return Hits(ids, top)
 
 
 def _below_goal(predicted: npt.NDArray[np.float64], goal: float) -> npt.NDArray[np.int64]:
