@@ -36,8 +36,9 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any
+
+from arecall.pipeline.run_ends import RunBlock, error_text
 
 __all__ = ["RemoteRun", "TrackerProcess", "spawn_tracker", "take_tracker", "wants_tracker"]
 
@@ -152,7 +153,7 @@ def take_tracker() -> TrackerProcess | None:
     return _SPAWNED.pop() if _SPAWNED else None
 
 
-class RemoteRun:
+class RemoteRun(RunBlock):
     """A `TrackedRun` driven through a tracker process: same definition, same ends.
 
     ``run`` is the not-yet-started `TrackedRun` (`pipeline_run` made it here, with this process's
@@ -212,29 +213,15 @@ class RemoteRun:
             raise TrackingError(answer["error"])
         return answer.get("run_id")
 
-    def end(self, status: str, error: BaseException | None = None) -> None:
+    def end(self, status: str, error: BaseException | str | None = None) -> None:
         """End the run with ``status`` (and the error as its tag); wait for the tracker."""
         if not self._open:
             return
         self._open = False
-        text = f"{type(error).__name__}: {error}" if error is not None else None
+        text = error_text(error) if error is not None else None
         self.tracker.send({"op": "end", "status": status, "error": text})
         self.tracker.answer()
         self.tracker.close()
-
-    def __enter__(self) -> RemoteRun:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        from arecall.pipeline.tracking import end_status
-
-        status, error = end_status(exc)
-        self.end(status, error)
 
 
 # -- the tracker's side ----------------------------------------------------------------------------

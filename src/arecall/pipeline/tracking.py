@@ -30,34 +30,40 @@ import json
 import logging
 import os
 import re
-import signal
 import socket
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType, TracebackType
 from typing import Any
 
 from arecall.core.errors import ArecallError
 from arecall.core.measures import PIPELINE, VECTOR, Kind, mlflow_metrics, per_k_keys
 from arecall.pipeline.config import flatten
 from arecall.pipeline.report import main_table, restricted_table
+from arecall.pipeline.run_ends import (
+    Interrupted,
+    RunBlock,
+    end_status,
+    error_text,
+    interruptible,
+)
 
 __all__ = [
     "METRIC_KEYS",
     "PARENT_ENV",
     "UPLOAD_STEPS",
     "Interrupted",
+    "RunBlock",
     "TrackedRun",
     "TrackingError",
     "close_orphans",
     "end_status",
     "end_sweep",
+    "error_text",
     "experiment_name",
     "interruptible",
     "log_evaluation",
@@ -93,18 +99,6 @@ _PROBE_TIMEOUT = 5.0
 
 class TrackingError(ArecallError):
     """The tracking store could not be written (one line; the results are kept)."""
-
-
-class Interrupted(SystemExit):
-    """SIGTERM or SIGINT: exits 128 + signal number, as a shell reports it, without a traceback.
-
-    A `SystemExit`, so ``except Exception`` (Hydra's job runner) lets it through and the open
-    run is ended KILLED on the way out.
-    """
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(128 + signum)
-        self.signum = signum
 
 
 def tracking_uri(root: str | Path = ".") -> str:
@@ -342,38 +336,6 @@ def close_orphans(client: Any, experiment_ids: Sequence[str]) -> list[str]:
 # -- signals ---------------------------------------------------------------------------------------
 
 
-def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
-    raise Interrupted(signum)
-
-
-@contextmanager
-def interruptible() -> Iterator[None]:
-    """SIGTERM and SIGINT raise `Interrupted` inside the block, so open runs end KILLED.
-
-    Only the main thread can set handlers; elsewhere this does nothing. The previous handlers
-    come back afterwards.
-
-    Examples
-    --------
-    >>> import os, signal
-    >>> try:
-    ...     with interruptible():
-    ...         os.kill(os.getpid(), signal.SIGTERM)
-    ... except Interrupted as exc:
-    ...     exc.code
-    143
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 # -- keys and params -------------------------------------------------------------------------------
 
 
@@ -412,7 +374,7 @@ def _params(flat: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
 Artifacts = Callable[[Any, str], None]
 
 
-class TrackedRun:
+class TrackedRun(RunBlock):
     """One MLflow run, written through `open_store`; ends FAILED or KILLED if the block fails.
 
     `start` creates the run (tags, params); `finish` logs the metrics in batches and the
@@ -556,40 +518,11 @@ class TrackedRun:
             with open_store(self.uri, orphans=False) as client:
                 tags = {}
                 if error is not None:
-                    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-                    tags["arecall.error"] = text
+                    tags["arecall.error"] = error_text(error)
                 self._log_params_with(client, tags=tags)
                 client.set_terminated(self.run_id, status)
         except Exception:  # the run's own error is the one to report
             pass
-
-    def __enter__(self) -> TrackedRun:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.end(*end_status(exc))
-
-
-def end_status(exc: BaseException | None) -> tuple[str, BaseException | None]:
-    """How a run whose block ended with ``exc`` ends: its status and the error to tag it with.
-
-    Examples
-    --------
-    >>> end_status(None), end_status(ValueError("x"))[0], end_status(Interrupted(15))
-    (('FINISHED', None), 'FAILED', ('KILLED', None))
-    """
-    if exc is None:
-        return "FINISHED", None
-    if isinstance(exc, Interrupted | KeyboardInterrupt):
-        return "KILLED", exc if isinstance(exc, KeyboardInterrupt) else None
-    if isinstance(exc, SystemExit) and exc.code in (0, None):
-        return "FINISHED", None
-    return "FAILED", exc
 
 
 def _experiment_id(client: Any, name: str) -> str:
