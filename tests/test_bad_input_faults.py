@@ -126,7 +126,11 @@ def test_a_signal_while_writing_leaves_no_temp_file(tmp_path, sig):
     (reports / "arecall_at_k.png").write_bytes(b"the previous png")
     ready = tmp_path / "ready"
     proc = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(reports), str(ready)], stderr=subprocess.PIPE
+        [sys.executable, "-c", WRITER, str(reports), str(ready)],
+        stderr=subprocess.PIPE,
+        # a shell's background job ignores SIGINT and its children inherit that: restore it, so
+        # the writer meets the signal as a user's Ctrl-C would deliver it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 30
