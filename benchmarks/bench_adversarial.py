@@ -44,6 +44,7 @@ on a 2-core box their spinning threads fight and a small scan slows down up to 2
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 import time
@@ -142,6 +143,14 @@ def run_corpus(
     )
     planner: AutoPlanner
     planner, t_cal = clock(calibrate_auto, index, args.k, queries=cal[:100], graph_cost=graph_cost)
+    if args.graph_cost is None and planner.ef_base is not None and planner.ef_base > 64:
+        # A graph distance costs more at a large efSearch (its candidate heaps grow, the walk
+        # strays from the cache): at 1M clustered vectors and efSearch 9742 one cost 70 scan
+        # distances against 21 at efSearch 64, and auto, priced at 21, pushed down at 1.8x the
+        # scan. Price the walk where auto walks: at ef_base.
+        at_base = measure_graph_cost(index, cal, args.k, ef_search=planner.ef_base, repeats=1)
+        graph_cost = max(graph_cost, at_base)
+        planner = dataclasses.replace(planner, graph_cost=graph_cost)
     graph_bytes = int(faiss.serialize_index(index.faiss_index).nbytes)
     info: dict[str, Any] = {
         "corpus": name,
