@@ -81,13 +81,18 @@ def _interleaved(
 ) -> dict[str, float]:
     """Seconds per call of each of ``fns``: the fastest of many single calls, interleaved.
 
-    Each contender makes ``max(min_calls, min_time / first)`` calls (``first``: its warm-up run's
-    seconds), spread evenly over one shared sequence (A B C B C A …, the order rotating), so
-    whatever else the machine does at any moment lands on every contender alike. The minimum,
-    not the mean: other processes only ever add time. ``timer`` is the process's CPU clock by
-    default (module docstring), ``time.perf_counter`` for wall time.
+    Each contender makes ``max(min_calls, len(fns), min_time / first)`` calls (``first``: its
+    warm-up run's seconds), spread evenly over one shared sequence (A B C B C A …, the order
+    rotating), so whatever else the machine does at any moment lands on every contender
+    alike. The minimum, not the mean: other processes only ever add time. ``timer`` is the
+    process's CPU clock by default (module docstring), ``time.perf_counter`` for wall time.
     """
-    calls = {name: max(min_calls, math.ceil(min_time / max(first[name], 1e-6))) for name in fns}
+    # At least one call per contender in each position of the rotation: with fewer, a
+    # contender can be timed only right after one that flushed the cache (at 1M with 2 calls,
+    # auto always ran first or after the partitions' search, the scan always after auto's scan
+    # of the same vectors: auto measured 1.8-2.4x the identical scan call).
+    least = max(min_calls, len(fns))
+    calls = {name: max(least, math.ceil(min_time / max(first[name], 1e-6))) for name in fns}
     steps = max(calls.values())
     best = dict.fromkeys(fns, math.inf)
     names = list(fns)
