@@ -44,7 +44,6 @@ on a 2-core box their spinning threads fight and a small scan slows down up to 2
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import sys
 import time
@@ -62,7 +61,13 @@ from arecall.vector.adversarial import ADVERSARIAL_CORPORA, adversarial_corpus
 from arecall.vector.index import Hits, VectorIndex, build_index, set_threads
 from arecall.vector.oracle import recall_loss
 from arecall.vector.partitions import PartitionedIndex
-from arecall.vector.placement import AutoPlanner, auto, calibrate_auto, measure_graph_cost
+from arecall.vector.placement import (
+    AutoPlanner,
+    auto,
+    calibrate_auto,
+    measure_graph_cost,
+    measure_graph_costs,
+)
 
 SELECTIVITIES = (0.001, 0.01, 0.05, 0.10, 0.30, 0.50, 1.0)
 
@@ -148,14 +153,14 @@ def run_corpus(
     )
     planner: AutoPlanner
     planner, t_cal = clock(calibrate_auto, index, args.k, queries=cal[:100], graph_cost=graph_cost)
-    if args.graph_cost is None and planner.ef_base is not None and planner.ef_base > 64:
-        # A graph distance costs more at a large efSearch (its candidate heaps grow, the walk
-        # strays from the cache): at 1M clustered vectors and efSearch 9742 one cost 70 scan
-        # distances against 21 at efSearch 64, and auto, priced at 21, pushed down at 1.8x the
-        # scan. Price the walk where auto walks: at ef_base.
-        at_base = measure_graph_cost(index, cal, args.k, ef_search=planner.ef_base, repeats=1)
-        graph_cost = max(graph_cost, at_base)
-        planner = dataclasses.replace(planner, graph_cost=graph_cost)
+    if args.graph_cost is None:
+        # A graph distance costs more at a large efSearch (bigger heaps, a walk that strays from
+        # the cache): at 1M clustered vectors one cost 70–87 scan distances at efSearch 9742
+        # against 21 at 64, and auto, priced at 21, pushed down at 1.8x the scan. Price each
+        # walk at its own efSearch.
+        planner = measure_graph_costs(index, cal, planner)
+        if planner.graph_costs:
+            graph_cost = max(c for _, c in planner.graph_costs)
     graph_bytes = int(faiss.serialize_index(index.faiss_index).nbytes)
     info: dict[str, Any] = {
         "corpus": name,

@@ -307,3 +307,37 @@ def test_fallback_scan_equals_pre_whichever_way_it_scans(case, n_rows) -> None:
     want = pre(idx, q, k, allowed)
     np.testing.assert_array_equal(got.ids, want.ids)
     np.testing.assert_array_equal(got.scores, want.scores)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    cost=st.floats(1.0, 100.0),
+    efs=st.lists(st.integers(10, 20_000), min_size=1, max_size=8),
+)
+def test_walk_cost_without_measured_costs_is_the_flat_graph_cost_times_distances(cost, efs):
+    p = AutoPlanner(
+        n_docs=10**6,
+        k=10,
+        ef_base=64,
+        ndis=((16, 300.0), (64, 1000.0), (1024, 9000.0)),
+        graph_cost=cost,
+    )
+    flat = cost * p.distances_many(efs)
+    assert np.allclose(p.walk_costs(efs), flat)
+
+
+def test_a_walk_priced_at_its_own_ef_scans_where_the_flat_price_walked():
+    ndis = ((64, 1000.0), (1024, 10_000.0), (8192, 40_000.0))
+    flat = AutoPlanner(n_docs=10**6, k=10, ef_base=8192, ndis=ndis, graph_cost=20.0)
+    measured = AutoPlanner(
+        n_docs=10**6,
+        k=10,
+        ef_base=8192,
+        ndis=ndis,
+        graph_cost=20.0,
+        graph_costs=((64, 20.0), (8192, 80.0)),
+    )
+    # the whole corpus: a walk at ef_base costs 0.8M scan distances flat, 3.2M measured
+    assert flat.plan(10**6).method == "pushdown"
+    assert measured.plan(10**6).method == "exact"
+    assert measured.scan_below == 80.0 * 40_000.0

@@ -99,7 +99,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Literal
 
@@ -125,6 +125,7 @@ __all__ = [
     "check_placements",
     "coarse_cells",
     "measure_graph_cost",
+    "measure_graph_costs",
     "place",
     "post",
     "pre",
@@ -401,6 +402,11 @@ class AutoPlanner:
     graph_cost: float = DEFAULT_GRAPH_COST
     target_recall: float = 0.95
     margin: float = 0.02
+    graph_costs: tuple[tuple[int, float], ...] = field(default=())
+    """Measured (efSearch, graph_cost) pairs, ascending (:func:`measure_graph_costs`): one graph
+    distance costs more at a large efSearch (bigger heaps, a walk that leaves the cache) — at a
+    million vectors 21 scan distances at efSearch 64, 70–87 at 9,742. Empty: ``graph_cost`` at
+    every efSearch (the reproducible default)."""
     cells: Cells | None = field(default=None, repr=False, compare=False)
     """Coarse cells for the local-selectivity probe (``None``: assume the global selectivity)."""
     filtered: tuple[tuple[float, int, float], ...] = field(default=())
@@ -556,6 +562,31 @@ class AutoPlanner:
         out = np.where(want <= base, base, out)
         return np.clip(out, self.k, self.n_docs).astype(np.int64)
 
+    def walk_costs(self, efs: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """A graph search's cost at each efSearch, in scan distances: graph cost × distances.
+
+        The graph cost is ``graph_cost``, or interpolated in log efSearch between the
+        measured ``graph_costs`` (held constant past either end).
+
+        Examples
+        --------
+        >>> p = AutoPlanner(n_docs=10**6, k=10, ef_base=64, ndis=((64, 1000.0), (256, 4000.0)),
+        ...                 graph_cost=20.0, graph_costs=((64, 20.0), (256, 40.0)))
+        >>> [round(c) for c in p.walk_costs([64, 128, 256])]
+        [20000, 60000, 160000]
+        """
+        efs = np.asarray(efs, dtype=np.float64)
+        if self.graph_costs:
+            at = np.log([e for e, _ in self.graph_costs])
+            per = np.interp(np.log(np.maximum(efs, 1.0)), at, [c for _, c in self.graph_costs])
+        else:
+            per = np.full(efs.shape, self.graph_cost)
+        return np.asarray(per * self.distances_many(efs), dtype=np.float64)
+
+    def walk_cost(self, ef: int) -> float:
+        """:meth:`walk_costs` of one efSearch."""
+        return float(self.walk_costs(np.array([float(ef)]))[0])
+
     def distances(self, ef: int) -> float:
         """Estimated distance computations per query at ``ef`` (log-log interpolation, ≤ n).
 
@@ -580,7 +611,7 @@ class AutoPlanner:
         """
         if self.ef_base is None:
             return math.inf
-        return self.graph_cost * self.distances(self.ef_base)
+        return self.walk_cost(self.ef_base)
 
     def plan(self, n_allowed: int) -> Plan:
         """Choose exact-over-subset or pushdown for a principal with ``n_allowed`` documents.
@@ -595,7 +626,7 @@ class AutoPlanner:
         if self.ef_base is None or n_allowed <= self.k:
             return Plan("exact", None, n_allowed, cost_exact, None)
         ef = self.ef_for(n_allowed)
-        cost_push = self.graph_cost * self.distances(ef)
+        cost_push = self.walk_cost(ef)
         if cost_exact <= cost_push:
             return Plan("exact", None, n_allowed, cost_exact, cost_push)
         return Plan("pushdown", ef, n_allowed, cost_exact, cost_push)
@@ -802,6 +833,35 @@ def measure_graph_cost(
     return float(max(1e-3, (t_graph / ndis) / max(per_scan, 1e-15)))
 
 
+def measure_graph_costs(
+    index: VectorIndex, queries: Any, planner: AutoPlanner, *, repeats: int = 1
+) -> AutoPlanner:
+    """``planner`` with ``graph_costs`` measured on this machine at efSearch 64, 256, 1024, …
+    and at ``ef_base``, up to the largest efSearch its calibration walked.
+
+    Wall-clock, like :func:`measure_graph_cost`: for benchmarks and for a user planning on
+    their own machine, not for the reproducible experiment.
+
+    Examples
+    --------
+    >>> from arecall.vector.index import build_index
+    >>> x = np.random.default_rng(0).normal(size=(2000, 16)).astype(np.float32)
+    >>> idx = build_index(x)
+    >>> p = measure_graph_costs(idx, x[:50], calibrate_auto(idx, 10, queries=x[:50]))
+    >>> p.graph_costs[0][0] == p.ef_base, all(c > 0 for _, c in p.graph_costs)
+    (True, True)
+    """
+    if planner.ef_base is None or not planner.ndis:
+        return planner
+    top = planner.ndis[-1][0]
+    efs = sorted({planner.ef_base, *(e for e in (64, 256, 1024, 4096, 16384) if e <= top)})
+    costs = tuple(
+        (int(ef), measure_graph_cost(index, queries, planner.k, ef_search=int(ef), repeats=repeats))
+        for ef in efs
+    )
+    return replace(planner, graph_costs=costs)
+
+
 #: Steps per doubling of the efSearch ladders (calibration and planning): 2^(1/4) ≈ 1.19, so a
 #: calibrated or planned efSearch is never more than 19% above the one that just suffices — a
 #: √2 ladder left up to 41%, which cost ``auto`` up to 1.3× the best fixed pushdown.
@@ -877,7 +937,7 @@ def _unfiltered(
     assert planner.ef_base is not None
     ef = planner.ef_at_least(planner.ef_base)  # ef_base clipped to [k, n]
     hits = index.search(q, k, ef_search=ef)
-    cost = planner.graph_cost * planner.distances(ef)
+    cost = planner.walk_cost(ef)
     predicted = float(planner.predicted_recall(np.array([float(ef)]))[0])
     # A walk can miss nodes HNSW left unlinked (duplicates): a short answer is scanned.
     short = np.flatnonzero(hits.returned() < min(k, index.n_docs))
@@ -924,11 +984,11 @@ def _certified(
             spent += planner.cells.n_cells
 
     def graph_cost(ef: int) -> float:
-        return planner.graph_cost * planner.distances(ef)
+        return planner.walk_cost(ef)
 
     # First efSearch per query (_first_ef); 0 = scan.
     first = _first_ef(planner, local, independent)
-    cheaper = planner.graph_cost * planner.distances_many(first) < scan_cost
+    cheaper = planner.walk_costs(first) < scan_cost
     first = np.where((local > 0) & cheaper, first, 0)
     ids = np.full((n_q, k), -1, dtype=np.int64)
     scores = np.full((n_q, k), -np.inf, dtype=np.float32)
@@ -962,7 +1022,7 @@ def _certified(
                 kept = Hits(full.ids[good], full.scores[good]).select(ok[good])
                 ids[sub[good]] = kept.ids[:, :k]
                 scores[sub[good]] = kept.scores[:, :k]
-        spent[rows] += planner.graph_cost * planner.distances_many(efs)
+        spent[rows] += planner.walk_costs(efs)
         counts[rows] = count
         good = count >= k
         # Two certificates, the better one counts: where the k-th authorized hit ranks (the
@@ -1014,7 +1074,7 @@ def _certified(
         ok = (
             (first[retry] > 0)
             & (again_ef > used[retry])
-            & (planner.graph_cost * planner.distances_many(again_ef) < scan_each)
+            & (planner.walk_costs(again_ef) < scan_each)
         )
         if ok.any():
             escalated = int(ok.sum())
@@ -1073,7 +1133,7 @@ def _first_ef(
     p_short = special.ndtr(z)
     # Independent filter: a short list is answered by pushdown at the same efSearch.
     again = cand if independent else planner.ef_at_least_many(2 * cand)
-    cost = planner.distances_many(cand) + p_short * planner.distances_many(again)
+    cost = planner.walk_costs(cand) + p_short * planner.walk_costs(again)
     best = cand[np.arange(cand.shape[0]), np.argmin(cost, axis=1)]
     return np.asarray(best[back.reshape(-1)], dtype=np.int64)
 
