@@ -88,3 +88,9 @@ def test_a_dead_tracker_is_one_line_naming_its_exit(tmp_path: Path):
     answer = tracker.answer()
     tracker.close()
     assert answer["error"].startswith("the tracking process exited with status -9")
+
+
+def test_a_process_with_mlflow_already_imported_logs_in_process():
+    # nothing left to overlap: called from Python (a notebook, a test) with MLflow loaded
+    assert "mlflow" in sys.modules
+    assert wants_tracker(["retriever=bm25"]) is False

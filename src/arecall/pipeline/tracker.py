@@ -55,15 +55,20 @@ def wants_tracker(argv: Sequence[str]) -> bool:
     """Whether ``arecall run argv`` is likely one tracked run: worth starting a tracker early.
 
     A guess from the raw arguments (Hydra has not composed anything yet): a wrong guess costs
-    an idle process on the other core, which `take_tracker`'s caller stops.
+    an idle process on the other core, which `take_tracker`'s caller stops. A process that has
+    MLflow imported already (``arecall.cli.main`` called from Python, a test) has nothing to
+    overlap: it logs in-process.
 
     Examples
     --------
-    >>> wants_tracker(["retriever=bm25"])
+    >>> import sys
+    >>> "mlflow" in sys.modules or wants_tracker(["retriever=bm25"])
     True
     >>> wants_tracker(["tracking.enabled=false"]), wants_tracker(["-m", "retriever=tfidf,bm25"])
     (False, False)
     """
+    if "mlflow" in sys.modules:
+        return False
     for arg in argv:
         if arg in _NOT_A_SINGLE_RUN or arg.startswith(("--cfg=", "--package=", "hydra.mode=")):
             return False
