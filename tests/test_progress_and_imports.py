@@ -89,6 +89,7 @@ def test_a_stage_failing_on_bad_data_leaves_its_start_line_on_stdout_and_one_err
     assert ("generate", "corpus seed_json (" + str(corpus) + ") …") in _stage_lines(proc.stdout)
 
 
+@pytest.mark.long
 def test_arecall_progress_0_silences_the_stage_lines(tmp_path, arecall, monkeypatch):
     monkeypatch.setenv(PROGRESS_ENV, "0")
     proc = arecall("run", "tracking.enabled=false", f"hydra.run.dir={tmp_path}", FAST_PROOF)

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import psutil
+import pytest
 from mlflow.tracking import MlflowClient
 
 from arecall.pipeline.tracker import TrackerProcess, wants_tracker
@@ -33,6 +34,7 @@ def _tracker_children() -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.long  # a whole tracked run in a fresh interpreter: make test-faults (CI)
 def test_a_tracked_run_imports_mlflow_only_in_its_tracker_and_lands_finished(
     tmp_path: Path, mlflow_store: str
 ):
@@ -61,6 +63,7 @@ def test_a_tracked_run_imports_mlflow_only_in_its_tracker_and_lands_finished(
     assert {a.path for a in client.list_artifacts(run.info.run_id)} >= {"reports", "tables"}
 
 
+@pytest.mark.long
 def test_an_untracked_run_and_a_refused_one_leave_no_tracker_behind(tmp_path, arecall, monkeypatch):
     # the tracker is started before the config is known: a guess it must undo
     monkeypatch.chdir(tmp_path)
