@@ -216,12 +216,18 @@ def test_independence_check_skips_the_probe_only_for_filters_that_ignore_the_cel
     # return the global share, noisily); a filter that follows the clusters does not.
     corpus = adversarial_corpus("clustered-corr", 4000, 16, 5, n_clusters=20)
     cells = coarse_cells(corpus.data.vectors, 60)
+    # The same test on a sample of 16 documents a cell (auto's default is 64 at any size
+    # where that is at most half the corpus): a tenth of the work at a million documents.
+    sampled = coarse_cells(corpus.data.vectors, 60, sample_per_cell=16)
+    assert sampled.sample is not None and sampled.sample.size == 960 and cells.sample is None
     for seed in range(5):
         for s in (0.01, 0.3, 0.5, 0.9):
             mask = np.random.default_rng(seed).random(4000) < s
             assert cells.independent(cells.authorized(mask)), (seed, s)
+            assert sampled.looks_independent(mask), (seed, s)
     for s in (0.05, 0.3, 0.5):
         assert not cells.independent(cells.authorized(corpus.mask(s))), s
+        assert not sampled.looks_independent(corpus.mask(s)), s
 
 
 def test_bench_timer_interleaves_and_meets_its_minimum_calls() -> None:

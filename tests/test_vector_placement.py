@@ -341,3 +341,72 @@ def test_a_walk_priced_at_its_own_ef_scans_where_the_flat_price_walked():
     assert flat.plan(10**6).method == "pushdown"
     assert measured.plan(10**6).method == "exact"
     assert measured.scan_below == 80.0 * 40_000.0
+
+
+def _recall_of(hits: Hits, oracle: Hits) -> float:
+    pairs = zip(hits.rows(), oracle.rows(), strict=True)
+    return float(np.mean([len(set(a) & set(b)) / max(1, len(b)) for a, b in pairs]))
+
+
+@pytest.fixture(scope="module")
+def cheap_walks(lowrank) -> AutoPlanner:
+    """A planner on the low-rank index with a graph distance priced at 4 scan distances, so
+    that walks pay at 20,000 documents (at 1, calibration walks the ladder to efSearch 10⁴)."""
+    idx, _, data = lowrank
+    return calibrate_auto(idx, 10, queries=data.calibration_queries(), graph_cost=4.0)
+
+
+def test_a_filter_independent_of_the_cells_lists_only_a_sample_before_pushing_down(
+    lowrank, cheap_walks, monkeypatch
+) -> None:
+    # At 1M and a uniform 10% filter, reading every query's top-ef unfiltered list cost auto
+    # 1.2-1.4x the fixed pushdown at the same efSearch: a fifth of the lists held fewer than k
+    # authorized and were walked again. A strided sample now checks the filter against the
+    # queries; the rest go straight to pushdown.
+    idx, queries, data = lowrank
+    planner = cheap_walks
+    mask = np.random.default_rng(11).random(idx.n_docs) < 0.3
+    assert planner.cells is not None and planner.cells.independent(planner.cells.authorized(mask))
+    listed: list[int] = []
+    search = VectorIndex.search
+
+    def spy(self, q, k, **kw):
+        listed.append(len(q))
+        return search(self, q, k, **kw)
+
+    monkeypatch.setattr(VectorIndex, "search", spy)
+    batch = np.concatenate([queries, data.calibration_queries(80)[40:]])  # 80 queries
+    hits, plan = auto(idx, batch, 10, mask, planner)
+    assert plan.method == "pushdown" and plan.n_fallback == 0, str(plan)
+    assert sum(listed) <= 16, listed  # the sample: max(16, 80 / 8) lists
+    assert (hits.returned() == 10).all()
+    assert _recall_of(hits, idx.exact(batch, 10, mask)) >= 0.95
+
+
+def test_auto_scans_without_the_probe_where_no_walk_can_pay(
+    lowrank, cheap_walks, monkeypatch
+) -> None:
+    # At 1M and 1%, the probe (a distance to each of 1,024 cells per query) cost 8-13% of auto's
+    # time, only to find that every query of a half-space's opposite tail saw no authorized
+    # document: a walk beats the scan only near cells whose authorized share is high, and
+    # where those hold few documents the probe cannot pay for itself.
+    from arecall.vector.placement import Cells
+
+    idx, queries, _ = lowrank
+    planner = cheap_walks
+    cells = planner.cells
+    assert cells is not None
+    rng = np.random.default_rng(3)
+    mask = (cells.assignment == 0) | (rng.random(idx.n_docs) < 0.1)  # one whole cell + 10%
+    assert int(mask.sum()) > planner.scan_below
+    assert not cells.independent(cells.authorized(mask))
+
+    def no_probe(*args, **kwargs):
+        raise AssertionError("probed")
+
+    monkeypatch.setattr(Cells, "local_selectivity", no_probe)
+    hits, plan = auto(idx, queries, 10, mask, planner)
+    assert plan.method == "exact" and plan.graph_pays_near is not None
+    assert plan.graph_pays_near < 0.05 and str(plan).startswith("scan (no probe:")
+    oracle = idx.exact(queries, 10, mask)
+    np.testing.assert_array_equal(hits.ids, oracle.ids)
