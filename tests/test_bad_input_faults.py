@@ -128,9 +128,9 @@ def test_a_signal_while_writing_leaves_no_temp_file(tmp_path, sig):
     proc = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(reports), str(ready)],
         stderr=subprocess.PIPE,
-        # a shell's background job ignores SIGINT and its children inherit that: restore it, so
-        # the writer meets the signal as a user's Ctrl-C would deliver it
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        # a shell's background job ignores SIGINT, nohup ignores SIGHUP, and children inherit
+        # that: restore the default, so the writer meets the signal as a user would deliver it
+        preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 30
