@@ -539,19 +539,50 @@ class AutoPlanner:
         [1.0, 0.96, 0.0, 0.92]
         """
         efs = np.asarray(ef, dtype=np.float64)
-        x = np.broadcast_to(np.asarray(share, dtype=np.float64), efs.shape)
+        x = np.broadcast_to(np.asarray(share, dtype=np.float64), efs.shape).ravel()
+        shares, grid, values, firsts = self._table
+        log_ef = np.log(np.maximum(efs, 1.0)).ravel()
+        # Each curve is linear in log efSearch between the union of all calibrated points (a
+        # superset of its own), 0 before its first point (the unfiltered one: its first value)
+        # and flat past the last: one table lookup instead of an interp per curve per call.
+        j = np.clip(np.searchsorted(grid, log_ef, side="right") - 1, 0, grid.size - 1)
+        j1 = np.minimum(j + 1, grid.size - 1)
+        span = grid[j1] - grid[j]
+        w = np.clip(np.where(span > 0, (log_ef - grid[j]) / np.where(span > 0, span, 1.0), 0), 0, 1)
+
+        def curve(i: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+            v = values[i, j] + w * (values[i, j1] - values[i, j])
+            return np.asarray(np.where(log_ef < firsts[i], 0.0, v), dtype=np.float64)
+
+        out = np.where(x >= 1.0, curve(np.zeros(x.shape, np.int64)), 0.0)
+        if shares.size > 1:
+            # shares descend from 1.0; lo_i is the first calibrated share ≤ x, hi_i the one above
+            lo_i = np.clip(np.searchsorted(-shares, -x, side="left"), 1, shares.size - 1)
+            hi_i = lo_i - 1
+            lo, hi = shares[lo_i], shares[hi_i]
+            t = np.log(np.maximum(x, lo) / lo) / np.log(hi / lo)
+            v_lo = curve(lo_i)
+            out = np.where((x >= lo) & (x < hi), v_lo + t * (curve(hi_i) - v_lo), out)
+        return np.asarray(out, dtype=np.float64).reshape(efs.shape)
+
+    @cached_property
+    def _table(
+        self,
+    ) -> tuple[
+        npt.NDArray[np.float64],
+        npt.NDArray[np.float64],
+        npt.NDArray[np.float64],
+        npt.NDArray[np.float64],
+    ]:
+        """(shares descending, the union grid of log efSearch, each share's recall on it, each
+        share's first log efSearch — −∞ for the unfiltered curve, held at its first value)."""
         shares, curves = self._curves
-        log_ef = np.log(np.maximum(efs, 1.0))
+        grid = np.unique(np.concatenate([le for le, _ in curves]))
         values = np.stack(
-            [np.interp(log_ef, le, r, left=0.0 if i else r[0]) for i, (le, r) in enumerate(curves)]
-        )  # (len(shares), *efs.shape), shares descending
-        out = np.where(x >= 1.0, values[0], 0.0)
-        for i in range(1, shares.shape[0]):
-            hi, lo = shares[i - 1], shares[i]
-            inside = (x >= lo) & (x < hi)
-            t = np.log(np.maximum(x, lo) / lo) / math.log(hi / lo)
-            out = np.where(inside, values[i] + t * (values[i - 1] - values[i]), out)
-        return np.asarray(out, dtype=np.float64)
+            [np.interp(grid, le, r, left=0.0 if i else r[0]) for i, (le, r) in enumerate(curves)]
+        )
+        firsts = np.array([le[0] if i else -np.inf for i, (le, _) in enumerate(curves)])
+        return shares, grid, values, firsts
 
     def ef_needed(self, share: npt.ArrayLike, *, between: bool = False) -> npt.NDArray[np.float64]:
         """Smallest calibrated efSearch whose :meth:`filtered_recall` at ``share`` reaches
