@@ -1,9 +1,10 @@
 """Filters that follow the data: auto vs the exact scan, the best fixed pushdown and partitions.
 
-Usage (the README figures came from the first line, on a 2-core box shared with other jobs):
+Usage (the README figures came from the first two lines):
 
     python benchmarks/bench_adversarial.py --n 100000 --min-time 1 --output /tmp/bench_adv.md
-    python benchmarks/bench_adversarial.py --n 1000000 --queries 500   # ~10 GB-minutes; see below
+    python benchmarks/bench_adversarial.py --n 1000000 --queries 100 --min-calls 2 \
+        --min-time 0.2 --index-cache /tmp/arecall-graphs   # graphs: 2-8 min each to build
     python benchmarks/bench_adversarial.py --n 20000 --corpora clustered-anti   # a quick look
 
 Corpora: ``arecall.vector.adversarial`` (clustered with anti-correlated and correlated queries,
@@ -88,31 +89,53 @@ def _interleaved(
     """Seconds per call of each of ``fns``: the fastest of many single calls, interleaved.
 
     Each contender makes ``max(min_calls, len(fns), min_time / first)`` calls (``first``: its
-    warm-up run's seconds), spread evenly over one shared sequence (A B C B C A …, the order
-    rotating), so whatever else the machine does at any moment lands on every contender
+    warm-up run's seconds), spread evenly over one shared sequence in which every contender
+    follows every other one equally often (:func:`_pair_cycle`), so whatever else the machine
+    does at any moment, and whatever a call leaves in the caches, lands on every contender
     alike. The minimum, not the mean: other processes only ever add time. ``timer`` is the
     process's CPU clock by default (module docstring), ``time.perf_counter`` for wall time.
     """
-    # At least one call per contender in each position of the rotation: with fewer, a
-    # contender can be timed only right after one that flushed the cache (at 1M with 2 calls,
-    # auto always ran first or after the partitions' search, the scan always after auto's scan
-    # of the same vectors: auto measured 1.8-2.4x the identical scan call).
+    # What ran just before a call changes its time: with the order only rotating, at 1M auto
+    # always ran right after the partitions' search and measured 1.1-1.26x the identical scan
+    # call, which always ran right after auto.
     least = max(min_calls, len(fns))
     calls = {name: max(least, math.ceil(min_time / max(first[name], 1e-6))) for name in fns}
-    steps = max(calls.values())
-    best = dict.fromkeys(fns, math.inf)
     names = list(fns)
-    for i in range(steps):
-        # The order rotates, so each contender runs after each other one as often: a call
-        # that follows one touching the same vectors finds them in cache.
-        for name in names[i % len(names) :] + names[: i % len(names)]:
-            fn = fns[name]
-            if (i * calls[name]) // steps == ((i + 1) * calls[name]) // steps:
-                continue  # this contender's calls are spread over the steps
+    cycle = [names[i] for i in _pair_cycle(len(names))]
+    per_cycle = max(1, len(names) - 1)  # each contender's turns in one cycle
+    turns = math.ceil(max(calls.values()) / per_cycle) * per_cycle
+    taken = dict.fromkeys(fns, 0)
+    best = dict.fromkeys(fns, math.inf)
+    for _ in range(turns // per_cycle):
+        for name in cycle:
+            t = taken[name]
+            taken[name] += 1
+            if (t * calls[name]) // turns == ((t + 1) * calls[name]) // turns:
+                continue  # this contender's calls are spread over its turns
             start = timer()
-            fn()
+            fns[name]()
             best[name] = min(best[name], timer() - start)
     return best
+
+
+def _pair_cycle(m: int) -> list[int]:
+    """A cyclic order of ``range(m)`` in which every ordered pair (i, j), i ≠ j, is adjacent
+    exactly once: an Eulerian circuit of the complete directed graph (Hierholzer).
+
+    >>> _pair_cycle(3)
+    [0, 2, 1, 2, 0, 1]
+    """
+    if m < 2:
+        return list(range(m))
+    ahead = {v: [w for w in range(m) if w != v] for v in range(m)}
+    stack, circuit = [0], []
+    while stack:
+        v = stack[-1]
+        if ahead[v]:
+            stack.append(ahead[v].pop())
+        else:
+            circuit.append(stack.pop())
+    return circuit[::-1][:-1]
 
 
 def _best_pushdown(

@@ -13,6 +13,8 @@ The default suite runs a fast subset (one corpus, three selectivities); the full
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -247,6 +249,12 @@ def test_bench_timer_interleaves_and_meets_its_minimum_calls() -> None:
     first_a, last_a = order.index("a"), len(order) - 1 - order[::-1].index("a")
     assert order[:first_a].count("b") <= 4 and order[last_a:].count("b") <= 4  # interleaved
     assert set(times) == {"a", "b"} and all(t >= 0 for t in times.values())
+    # What runs just before a call changes its time: every contender follows each other one.
+    order.clear()
+    fns = {name: (lambda name=name: order.append(name)) for name in ("a", "b", "c")}
+    bench._interleaved(fns, dict.fromkeys(fns, 1e-3), 0.001, 6)
+    after = {(x, y) for x, y in pairwise(order) if x != y}
+    assert after == {(x, y) for x in fns for y in fns if x != y}
 
 
 def test_a_pilot_that_certifies_nothing_stops_the_other_walks(monkeypatch) -> None:
