@@ -18,6 +18,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,cluster,chroma]'
+	$(BIN)/python tests/_ranx_warmup.py
 	@touch $(STAMP)
 
 install: $(STAMP)

@@ -74,9 +74,19 @@ def hypothesis_cases(draw, max_items: int = proof.MAX_ITEMS) -> proof.Case:
 
 
 @pytest.mark.parametrize("claim", proof.PROPERTIES, ids=[name for name, _, _ in proof.PROPERTIES])
-@settings(max_examples=300, derandomize=True, database=None, deadline=None)
+@settings(max_examples=100, derandomize=True, database=None, deadline=None)
 @given(case=hypothesis_cases())
 def test_every_property_claim_holds_under_a_shrinking_search(claim, case):
+    _, _, check = claim
+    assert check(case, proof.batched([case])[0])
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("claim", proof.PROPERTIES, ids=[name for name, _, _ in proof.PROPERTIES])
+@settings(max_examples=1000, derandomize=True, database=None, deadline=None)
+@given(case=hypothesis_cases())
+def test_every_property_claim_holds_under_a_deep_shrinking_search(claim, case):
+    # The same claims over ten times the examples (make test-faults; 100 in make test).
     _, _, check = claim
     assert check(case, proof.batched([case])[0])
 
