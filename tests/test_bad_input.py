@@ -113,6 +113,7 @@ def test_unknown_retriever_in_params_yaml_fails_the_first_dvc_stage_with_one_lin
     assert not (work / "data").exists()
 
 
+@pytest.mark.long  # a whole process with MLflow or DVC: make test-faults
 def test_a_first_run_on_a_fresh_store_still_fails_in_one_line(tmp_path, arecall):
     """Creating the MLflow store is not news: no line of MLflow's before the error."""
     d = write_seed_dir(tmp_path / "corpus", 3)

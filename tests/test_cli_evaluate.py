@@ -127,6 +127,7 @@ def test_fuse_writes_a_run_that_evaluate_reads(files: Path, capsys) -> None:
     assert "run: rrf" in capsys.readouterr().out
 
 
+@pytest.mark.long  # a whole process with MLflow or DVC: make test-faults
 def test_mlflow_logs_the_summary_as_a_run(files: Path, monkeypatch, capsys) -> None:
     uri = f"sqlite:///{files / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)

@@ -106,6 +106,7 @@ def test_a_library_call_prints_no_stage_lines(capsys, monkeypatch):
     assert _stage_lines(captured.out) == [] and _stage_lines(captured.err) == []
 
 
+@pytest.mark.long  # a whole process with MLflow or DVC: make test-faults
 def test_a_dvc_stage_prints_its_start_and_end_lines(tmp_path):
     cfg = fast_config("tracking.enabled=false")
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))

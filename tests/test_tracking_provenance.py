@@ -29,6 +29,7 @@ def repo_and_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple
     return repo, workspace
 
 
+@pytest.mark.long  # a whole process with MLflow or DVC: make test-faults
 def test_a_temp_workspace_run_lands_in_the_original_repositorys_store(
     repo_and_workspace: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ):
