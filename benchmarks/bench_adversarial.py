@@ -51,13 +51,14 @@ import sys
 import time
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import faiss
 import numpy as np
 
 from arecall.core.errors import ArecallError
-from arecall.io.atomic import write_text
+from arecall.io.atomic import write_text, write_with
 from arecall.vector._timing import clock
 from arecall.vector.adversarial import ADVERSARIAL_CORPORA, adversarial_corpus
 from arecall.vector.index import Hits, VectorIndex, build_index, set_threads
@@ -174,8 +175,6 @@ def _index(vectors: np.ndarray, args: argparse.Namespace) -> VectorIndex:
     """
     path = None
     if args.index_cache:
-        from pathlib import Path
-
         # Keyed by the vectors' content: the two clustered corpora share their vectors, and
         # so do the two low-rank ones.
         digest = hashlib.blake2b(vectors.tobytes(), digest_size=8).hexdigest()
@@ -196,9 +195,7 @@ def _index(vectors: np.ndarray, args: argparse.Namespace) -> VectorIndex:
     index = build_index(vectors, m=args.m, ef_search=64, deterministic=False)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial_path = path.with_name(path.name + ".tmp")
-        faiss.write_index(index.faiss_index, str(partial_path))
-        partial_path.replace(path)
+        write_with(path, lambda tmp: faiss.write_index(index.faiss_index, str(tmp)))
     return index
 
 

@@ -162,6 +162,25 @@ def mlflow_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mlflow_templat
     return uri
 
 
+@pytest.fixture
+def graph_lists(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Queries per unfiltered ``VectorIndex.search`` call from here on: the top-ef lists
+    ``auto`` reads (its walks that carry a certificate; pushdown goes through
+    ``search_filtered``). Calibrating a planner searches too: clear the list before the call
+    being counted."""
+    from arecall.vector.index import VectorIndex
+
+    calls: list[int] = []
+    search = VectorIndex.search
+
+    def spy(self: VectorIndex, queries: Any, k: int, **kwargs: Any) -> Any:
+        calls.append(len(queries))
+        return search(self, queries, k, **kwargs)
+
+    monkeypatch.setattr(VectorIndex, "search", spy)
+    return calls
+
+
 def assert_proved_on_every_pair(out: dict[str, Any]) -> None:
     """The prove stage checked this run's own lists on every query-principal pair and K.
 

@@ -307,7 +307,9 @@ class Cells:
     @cached_property
     def _sampled(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(cell of each sampled document, sampled documents per cell)."""
-        cells = self.assignment if self.sample is None else self.assignment[self.sample]
+        if self.sample is None:
+            return self.assignment, self.sizes
+        cells = self.assignment[self.sample]
         return cells, np.bincount(cells, minlength=self.n_cells).astype(np.int64)
 
     def looks_independent(self, mask: npt.NDArray[np.bool_]) -> bool:
@@ -492,7 +494,6 @@ class AutoPlanner:
     (1/2, 1/4, …) on the calibration queries: what a search at efSearch delivers when a given
     share of its neighbourhood is authorized."""
 
-    @cached_property
     def _curves(
         self,
     ) -> tuple[
@@ -576,7 +577,7 @@ class AutoPlanner:
     ]:
         """(shares descending, the union grid of log efSearch, each share's recall on it, each
         share's first log efSearch — −∞ for the unfiltered curve, held at its first value)."""
-        shares, curves = self._curves
+        shares, curves = self._curves()
         grid = np.unique(np.concatenate([le for le, _ in curves]))
         values = np.stack(
             [np.interp(grid, le, r, left=0.0 if i else r[0]) for i, (le, r) in enumerate(curves)]
@@ -1126,7 +1127,7 @@ def _certified(
             # queries fall, and queries from a region the filter avoids (a half-space's
             # opposite tail) all come back with ℓ = 0 — at 1M and 5% the probe was 6% of the
             # time of a plan that scanned every query.
-            probed = _strided(n_q, max(_SAMPLE, math.ceil(n_q / 8)))
+            probed = _sample(n_q)
             local[probed] = planner.cells.local_selectivity(q[probed], mask, authorized)
             spent[probed] += probe_cost
             rest = np.setdiff1d(np.arange(n_q), probed)
@@ -1247,7 +1248,7 @@ def _certified(
         # A strided sample does that; the rest go straight to pushdown, which needs no second
         # walk when a top-ef list holds fewer than k authorized (at 1M and 10%, a fifth of the
         # queries did, and auto ran 1.2-1.4x the fixed pushdown at the same efSearch).
-        listed = rows[_strided(rows.size, max(_SAMPLE, math.ceil(rows.size / 8)))]
+        listed = rows[_sample(rows.size)]
         direct = np.setdiff1d(rows, listed)
     todo = np.setdiff1d(listed, walked)
     seen[todo] = search(todo, first[todo])
@@ -1314,6 +1315,12 @@ def _certified(
         pilot=pilot,
     )
     return Hits(ids, scores), plan
+
+
+def _sample(n: int) -> npt.NDArray[np.int64]:
+    """The queries ``auto`` gathers evidence on first: ``_SAMPLE`` or an eighth of ``n``,
+    strided (:func:`_strided`)."""
+    return _strided(n, max(_SAMPLE, math.ceil(n / 8)))
 
 
 def _strided(n: int, m: int) -> npt.NDArray[np.int64]:
