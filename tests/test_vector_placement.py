@@ -14,6 +14,8 @@ Which placement returns k when k items are authorized:
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -402,3 +404,40 @@ def test_auto_scans_without_the_probe_where_no_walk_can_pay(
     assert plan.graph_pays_near < 0.05 and str(plan).startswith("scan (no probe:")
     oracle = idx.exact(queries, 10, mask)
     np.testing.assert_array_equal(hits.ids, oracle.ids)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(0.02, 1.0), st.sampled_from([16, 23, 32, 64]))
+def test_direct_pushdown_ef_is_where_the_curve_crosses_the_target_and_is_computed_once(
+    share, ef_base
+) -> None:
+    # A filter that ignores the data pushes every query down at one efSearch: the rounded-up
+    # crossing of the calibrated curve (never a rung below ef_base's, within [k, n]), the same
+    # number on every call — and computed once per share, since auto asks on every call.
+    from unittest import mock
+
+    planner = AutoPlanner(
+        n_docs=10**6,
+        k=10,
+        ef_base=ef_base,
+        ndis=((10, 300.0), (64, 1200.0), (1024, 9000.0)),
+        recall=((10, 0.9), (ef_base, 0.98)),
+        filtered=((0.5, 10, 0.8), (0.5, 2 * ef_base, 0.98), (0.25, 10, 0.6), (0.25, 512, 0.98)),
+    )
+    cross = float(planner.ef_needed([share], between=True)[0])
+    lowest = planner.ef_at_least(float(ef_base))
+    want = min(max(math.ceil(cross - 1e-9), lowest), 10**6)
+    calls: list[object] = []
+    original = AutoPlanner.ef_needed
+
+    def counting(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(args)
+        return original(self, *args, **kwargs)
+
+    with mock.patch.object(AutoPlanner, "ef_needed", counting):
+        assert planner.ef_direct(share) == want
+        assert planner.ef_direct(share) == want
+    assert len(calls) == 1
+    needed = float(planner.ef_needed([share])[0])
+    if planner.filtered_recall([needed], [share])[0] >= 0.97 - 1e-9:  # the target is reached
+        assert planner.filtered_recall([want], [share])[0] >= 0.97 - 1e-9
