@@ -441,3 +441,40 @@ def test_direct_pushdown_ef_is_where_the_curve_crosses_the_target_and_is_compute
     needed = float(planner.ef_needed([share])[0])
     if planner.filtered_recall([needed], [share])[0] >= 0.97 - 1e-9:  # the target is reached
         assert planner.filtered_recall([want], [share])[0] >= 0.97 - 1e-9
+
+
+def test_a_filter_independent_of_the_data_costs_one_list_read_and_one_pushdown_call(
+    lowrank, cheap_walks, graph_lists, monkeypatch
+) -> None:
+    # At 100,000 vectors and a uniform 50% filter, the general plan's bookkeeping around its
+    # faiss calls was ~4 ms, 15-20% of the pushdown itself, and the sampled queries whose lists
+    # fell short were pushed down in a second call. The direct plan makes one unfiltered call
+    # (the sample's lists) and one pushdown call — and answers exactly as the general plan does.
+    import arecall.vector.placement as placement
+    from arecall.vector.index import VectorIndex
+
+    idx, queries, data = lowrank
+    batch = np.concatenate([queries, data.calibration_queries(80)[40:]])  # 80 queries
+    pushdowns: list[int] = []
+    search_filtered = VectorIndex.search_filtered
+
+    def spy(self: VectorIndex, q, k, allowed, **kwargs):  # type: ignore[no-untyped-def]
+        pushdowns.append(len(q))
+        return search_filtered(self, q, k, allowed, **kwargs)
+
+    monkeypatch.setattr(VectorIndex, "search_filtered", spy)
+    for s, seed in ((0.3, 11), (0.5, 12)):
+        mask = np.random.default_rng(seed).random(idx.n_docs) < s
+        graph_lists.clear()
+        pushdowns.clear()
+        hits, plan = auto(idx, batch, 10, mask, cheap_walks)
+        assert plan.method == "pushdown" and plan.n_fallback == 0, str(plan)
+        # the sample's 16 lists, then every other query (and any short list) in one call
+        assert graph_lists == [16] and len(pushdowns) == 1 and 64 <= pushdowns[0] <= 80
+        with monkeypatch.context() as general:
+            general.setattr(placement, "_direct", lambda *args: None)
+            same, general_plan = auto(idx, batch, 10, mask, cheap_walks)
+        np.testing.assert_array_equal(hits.ids, same.ids)
+        np.testing.assert_array_equal(hits.scores, same.scores)
+        assert str(plan) == str(general_plan)
+        assert plan.predicted_recall == pytest.approx(general_plan.predicted_recall)

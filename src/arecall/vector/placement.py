@@ -108,7 +108,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, Literal
 
 import faiss
@@ -332,7 +332,8 @@ class Cells:
         """
         cells, sizes = self._sampled
         picked = mask if self.sample is None else mask[self.sample]
-        counts = np.bincount(cells[picked], minlength=self.n_cells).astype(np.int64)
+        # weights, not cells[picked]: no gather of the sampled cells (a third of the time)
+        counts = np.bincount(cells, weights=picked, minlength=self.n_cells).astype(np.int64)
         return self.independent(counts, sizes=sizes)
 
     def independent(
@@ -667,19 +668,44 @@ class AutoPlanner:
         >>> p.ef_direct(0.5)  # 0.97 is 7/8 of the way from 0.9 to 0.98 in log ef
         30
         """
-        memo = self._memo
-        key = ("direct", float(share))
-        if key not in memo:
-            if len(memo) > 4096:  # one entry per distinct share: bound it all the same
-                memo.clear()
+
+        def compute() -> int:
             cross = float(self.ef_needed(np.array([share]), between=True)[0])
             lowest = self.ef_at_least(float(self.ef_base or self.k))
-            memo[key] = int(np.clip(max(math.ceil(cross - 1e-9), lowest), self.k, self.n_docs))
-        return int(memo[key])
+            return int(np.clip(max(math.ceil(cross - 1e-9), lowest), self.k, self.n_docs))
+
+        return int(self._remember(("direct", float(share)), compute))
+
+    def direct_recall(self, share: float) -> float:
+        """The uniform-filter calibration's recall for pushdown at :meth:`ef_direct` (cached).
+
+        Examples
+        --------
+        >>> p = AutoPlanner(n_docs=1000, k=10, ef_base=16, recall=((16, 0.98),),
+        ...                 filtered=((0.5, 16, 0.9), (0.5, 32, 0.98)))
+        >>> p.ef_direct(0.5), round(p.direct_recall(0.5), 3)
+        (30, 0.973)
+        """
+        ef = float(self.ef_direct(share))
+        return float(
+            self._remember(
+                ("recall", float(share)), lambda: self.filtered_recall(np.array([ef]), share)[0]
+            )
+        )
+
+    def _remember(self, key: tuple[str, float], compute: Any) -> Any:
+        """``compute()``, once per key: answers that depend only on the (frozen) calibration
+        and one number. Bounded: one entry per distinct share or efSearch, cleared past 4,096."""
+        memo = self._memo
+        if key not in memo:
+            if len(memo) >= 4096:
+                memo.clear()
+            memo[key] = compute()
+        return memo[key]
 
     @cached_property
-    def _memo(self) -> dict[Any, int]:
-        """Answers that depend only on the calibration and a share (:meth:`ef_direct`)."""
+    def _memo(self) -> dict[tuple[str, float], Any]:
+        """The store of :meth:`_remember`."""
         return {}
 
     def ef_at_least(self, ef: float) -> int:
@@ -753,8 +779,10 @@ class AutoPlanner:
         return np.asarray(per * self.distances_many(efs), dtype=np.float64)
 
     def walk_cost(self, ef: int) -> float:
-        """:meth:`walk_costs` of one efSearch."""
-        return float(self.walk_costs(np.array([float(ef)]))[0])
+        """:meth:`walk_costs` of one efSearch (cached: ``auto`` prices a few values per call)."""
+        return float(
+            self._remember(("walk", float(ef)), lambda: self.walk_costs(np.array([float(ef)]))[0])
+        )
 
     def distances(self, ef: int) -> float:
         """Estimated distance computations per query at ``ef`` (log-log interpolation, ≤ n).
@@ -1153,6 +1181,10 @@ def _certified(
     independent = True
     if planner.cells is not None:
         independent = planner.cells.looks_independent(mask)
+        if independent and n_q > 2 * _SAMPLE:
+            done = _direct(index, q, k, mask, planner)
+            if done is not None:
+                return done
         if not independent:
             authorized = planner.cells.authorized(mask)
             near, ell_min = _graph_pays_near(planner, authorized, scan_cost)
@@ -1239,7 +1271,11 @@ def _certified(
             # its own count would charge it the noise (measured: 16 of 200 queries escalated
             # to efSearch 182 on a uniform 30% filter, at 2.2x the best fixed pushdown).
             share = np.full(rows.shape[0], s_global)
-        by_share = planner.filtered_recall(efs, share)
+            # one share, a few efSearch values: price each value once
+            values, at_value = np.unique(efs, return_inverse=True)
+            by_share = planner.filtered_recall(values, s_global)[at_value.reshape(-1)]
+        else:
+            by_share = planner.filtered_recall(efs, share)
         predicted[rows] = np.where(good, np.maximum(by_rank, by_share), 0.0)
         used[rows] = np.where(good, efs, 0)
         return np.asarray(share, dtype=np.float64)
@@ -1287,26 +1323,29 @@ def _certified(
         # A strided sample does that; the rest go straight to pushdown, which needs no second
         # walk when a top-ef list holds fewer than k authorized (at 1M and 10%, a fifth of the
         # queries did, and auto ran 1.2-1.4x the fixed pushdown at the same efSearch).
-        listed = rows[_sample(rows.size)]
-        direct = np.setdiff1d(rows, listed)
-    todo = np.setdiff1d(listed, walked)
+        picked = np.zeros(rows.size, dtype=bool)
+        picked[_sample(rows.size)] = True
+        listed, direct = rows[picked], rows[~picked]
+    todo = listed if walked.size == 0 else np.setdiff1d(listed, walked)
     seen[todo] = search(todo, first[todo])
     fits = independent and _pooled_share_fits(count_of(listed), first[listed], s_global)
+    pending = np.zeros(0, dtype=np.int64)  # rows for pushdown, in one search per efSearch
     if direct.size:
         if fits:
-            push(direct)
+            pending = direct
             seen[direct] = s_global
         else:  # the sample's lists are short of authorized documents: certify every query
             seen[direct] = search(direct, first[direct])
             listed = rows
             fits = _pooled_share_fits(count_of(rows), first[rows], s_global)
     short = listed[used[listed] == 0]
-    if short.size and fits:
+    if fits and (short.size or pending.size):
         # Lists too short to certify, under a filter shown independent of the cells and of the
         # lists: pushdown at the same efSearch collects from every node the walk scored, not
         # only the top ef, and the uniform-filter calibration measured exactly that search —
-        # it certifies these queries without a second, larger walk.
-        push(short)
+        # it certifies these queries without a second, larger walk. Pushed down together
+        # with the direct rows: one faiss call, not two.
+        push(np.union1d(pending, short))
     goal = planner.goal
     # Retry the fewest lowest-certified queries that bring the batch to its goal, and every
     # searched query whose list held fewer than k authorized (it has no answer yet).
@@ -1356,24 +1395,103 @@ def _certified(
     return Hits(ids, scores), plan
 
 
+def _direct(
+    index: VectorIndex,
+    q: npt.NDArray[np.float32],
+    k: int,
+    mask: npt.NDArray[np.bool_],
+    planner: AutoPlanner,
+) -> tuple[Hits, Plan] | None:
+    """:func:`_certified` for a filter independent of the cells, in two faiss calls and little
+    else — or ``None`` (nothing answered) where the general plan must decide.
+
+    The plan is the one the general path reaches for such a filter: a strided sample reads its
+    top-ef lists at :meth:`AutoPlanner.ef_direct`, which also answers the sampled queries whose
+    lists hold k authorized; if the lists hold, pooled, the share the filter's size predicts
+    (``_pooled_share_fits``), every other query is pushed down at that efSearch in one call,
+    certified by the uniform-filter calibration. At 100,000 vectors the general path's numpy
+    bookkeeping around those two calls was ~4 ms, 15-20% of a 50% pushdown; this is a fifth
+    of it. ``None`` before any search where a scan is cheaper or the calibration does not
+    reach the goal at this share, and after the sample where its lists fall short.
+    """
+    n_q, n_allowed = q.shape[0], int(np.count_nonzero(mask))
+    s_global = n_allowed / index.n_docs
+    ef = planner.ef_direct(s_global)
+    walk, scan_cost = planner.walk_cost(ef), float(n_allowed)
+    certified = planner.direct_recall(s_global)
+    if not walk < scan_cost or certified < planner.goal:
+        return None
+    listed = _sample(n_q)
+    full = index.search(q[listed], ef, ef_search=ef)
+    ok = (full.ids >= 0) & mask[np.maximum(full.ids, 0)]
+    count = ok.sum(axis=1)
+    if not _pooled_share_fits(count, np.full(listed.size, ef), s_global):
+        return None
+    ids = np.full((n_q, k), -1, dtype=np.int64)
+    scores = np.full((n_q, k), -np.inf, dtype=np.float32)
+    predicted = np.full(n_q, certified)
+    spent = np.full(n_q, walk)
+    good = count >= k
+    kept = Hits(full.ids[good], full.scores[good]).select(ok[good])
+    ids[listed[good]], scores[listed[good]] = kept.ids[:, :k], kept.scores[:, :k]
+    # The rank certificate can only raise a listed query's recall (see _certified.search).
+    rank_k = np.argmax(np.cumsum(ok[good], axis=1) >= k, axis=1) + 1
+    by_rank = planner.predicted_recall(np.full(rank_k.shape, float(ef * k)) / rank_k)
+    predicted[listed[good]] = np.maximum(by_rank, certified)
+    rest = np.ones(n_q, dtype=bool)
+    rest[listed[good]] = False
+    pushed = np.flatnonzero(rest)
+    spent[listed[~good]] += walk
+    if pushed.size:
+        got = index.search_filtered(q[pushed], k, mask, ef_search=ef)
+        ids[pushed], scores[pushed] = got.ids, got.scores
+        # A pushdown that comes back short (nodes HNSW left unreachable) is scanned.
+        short = pushed[got.returned() < min(k, n_allowed)]
+    else:
+        short = pushed
+    if short.size:
+        exact = _scan(index, q[short], k, mask, n_allowed)
+        ids[short], scores[short], predicted[short] = exact.ids, exact.scores, 1.0
+        spent[short] += scan_cost
+    plan = Plan(
+        method="pushdown",
+        ef_search=ef,
+        n_allowed=n_allowed,
+        cost_exact=scan_cost,
+        cost_pushdown=walk,
+        n_fallback=int(short.size),
+        n_queries=n_q,
+        ef_min=ef,
+        local_selectivity=s_global,
+        predicted_recall=float(predicted.mean()),
+        cost_auto=float(spent.mean()),
+    )
+    return Hits(ids, scores), plan
+
+
 def _sample(n: int) -> npt.NDArray[np.int64]:
     """The queries ``auto`` gathers evidence on first: ``_SAMPLE`` or an eighth of ``n``,
     strided (:func:`_strided`)."""
     return _strided(n, max(_SAMPLE, math.ceil(n / 8)))
 
 
+@lru_cache(maxsize=64)
 def _strided(n: int, m: int) -> npt.NDArray[np.int64]:
     """``m`` of ``range(n)`` evenly spread (all of them when ``n ≤ 2m``): a sample that does
-    not depend on how the caller ordered the queries.
+    not depend on how the caller ordered the queries. Cached (read-only): a batch size recurs.
 
     Examples
     --------
     >>> _strided(10, 3).tolist(), _strided(5, 3).tolist()
     ([0, 4, 9], [0, 1, 2, 3, 4])
     """
-    if n <= 2 * m:
-        return np.arange(n, dtype=np.int64)
-    return np.unique(np.linspace(0, n - 1, m).round().astype(np.int64))
+    out = (
+        np.arange(n, dtype=np.int64)
+        if n <= 2 * m
+        else np.unique(np.linspace(0, n - 1, m).round().astype(np.int64))
+    )
+    out.flags.writeable = False
+    return out
 
 
 def _graph_pays_near(
