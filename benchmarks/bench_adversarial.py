@@ -3,7 +3,7 @@
 Usage (the README figures came from the first two lines):
 
     python benchmarks/bench_adversarial.py --n 100000 --min-time 1 --output /tmp/bench_adv.md
-    python benchmarks/bench_adversarial.py --n 1000000 --queries 100 --min-calls 2 \
+    python benchmarks/bench_adversarial.py --n 1000000 --queries 100 --min-calls 6 \
         --min-time 0.2 --index-cache /tmp/arecall-graphs   # graphs: 2-8 min each to build
     python benchmarks/bench_adversarial.py --n 20000 --corpora clustered-anti   # a quick look
 
