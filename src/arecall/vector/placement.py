@@ -1249,14 +1249,9 @@ def _certified(
             # traversal ignores the selector, so its authorized prefix *is* pushdown's
             # answer, and where that prefix sits in the ranking is the evidence.
             full = index.search(q[sub], int(ef), ef_search=int(ef))
-            ok = (full.ids >= 0) & mask[np.maximum(full.ids, 0)]
-            count[at] = ok.sum(axis=1)
+            count[at], rank_k[at], kept = _read_lists(full, mask, k)
             good = count[at] >= k
-            rank_k[at] = np.where(good, np.argmax(np.cumsum(ok, axis=1) >= k, axis=1) + 1, 0)
-            if good.any():
-                kept = Hits(full.ids[good], full.scores[good]).select(ok[good])
-                ids[sub[good]] = kept.ids[:, :k]
-                scores[sub[good]] = kept.scores[:, :k]
+            ids[sub[good]], scores[sub[good]] = kept.ids, kept.scores
         spent[rows] += planner.walk_costs(efs)
         counts[rows] = count
         good = count >= k
@@ -1422,9 +1417,7 @@ def _direct(
     if not walk < scan_cost or certified < planner.goal:
         return None
     listed = _sample(n_q)
-    full = index.search(q[listed], ef, ef_search=ef)
-    ok = (full.ids >= 0) & mask[np.maximum(full.ids, 0)]
-    count = ok.sum(axis=1)
+    count, rank_k, kept = _read_lists(index.search(q[listed], ef, ef_search=ef), mask, k)
     if not _pooled_share_fits(count, np.full(listed.size, ef), s_global):
         return None
     ids = np.full((n_q, k), -1, dtype=np.int64)
@@ -1432,11 +1425,9 @@ def _direct(
     predicted = np.full(n_q, certified)
     spent = np.full(n_q, walk)
     good = count >= k
-    kept = Hits(full.ids[good], full.scores[good]).select(ok[good])
-    ids[listed[good]], scores[listed[good]] = kept.ids[:, :k], kept.scores[:, :k]
+    ids[listed[good]], scores[listed[good]] = kept.ids, kept.scores
     # The rank certificate can only raise a listed query's recall (see _certified.search).
-    rank_k = np.argmax(np.cumsum(ok[good], axis=1) >= k, axis=1) + 1
-    by_rank = planner.predicted_recall(np.full(rank_k.shape, float(ef * k)) / rank_k)
+    by_rank = planner.predicted_recall(np.full(int(good.sum()), float(ef * k)) / rank_k[good])
     predicted[listed[good]] = np.maximum(by_rank, certified)
     rest = np.ones(n_q, dtype=bool)
     rest[listed[good]] = False
@@ -1467,6 +1458,29 @@ def _direct(
         cost_auto=float(spent.mean()),
     )
     return Hits(ids, scores), plan
+
+
+def _read_lists(
+    full: Hits, mask: npt.NDArray[np.bool_], k: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], Hits]:
+    """What a query's unfiltered top-ef list says under ``mask``: the authorized count, the rank
+    of its k-th authorized entry (0 when it holds fewer than k), and — for the lists that hold k
+    — the first k authorized, which *are* pushdown(ef)'s answer (faiss's walk ignores the
+    selector, so the filtered walk visits the same nodes).
+
+    Examples
+    --------
+    >>> full = Hits(np.array([[5, 2, 7, 9], [3, 8, -1, -1]]), np.ones((2, 4), dtype=np.float32))
+    >>> count, rank_k, kept = _read_lists(full, np.arange(10) % 2 == 1, 2)
+    >>> count.tolist(), rank_k.tolist(), kept.ids.tolist()
+    ([3, 1], [3, 0], [[5, 7]])
+    """
+    ok = (full.ids >= 0) & mask[np.maximum(full.ids, 0)]
+    count = ok.sum(axis=1).astype(np.int64)
+    good = count >= k
+    rank_k = np.where(good, np.argmax(np.cumsum(ok, axis=1) >= k, axis=1) + 1, 0)
+    kept = Hits(full.ids[good], full.scores[good]).select(ok[good])
+    return count, rank_k.astype(np.int64), Hits(kept.ids[:, :k], kept.scores[:, :k])
 
 
 def _sample(n: int) -> npt.NDArray[np.int64]:
