@@ -252,21 +252,10 @@ def test_filtered_recall_interpolates_between_calibrated_shares(levels, share, e
         assert float(planner.filtered_recall([ef], [grid])[0]) == pytest.approx(value)
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.floats(0.01, 1.0), st.sampled_from([16, 23, 32, 64]))
-def test_first_ef_is_the_cheapest_expected_plan_and_never_below_the_calibration(
-    ell, ef_base
-) -> None:
-    # _first_ef picks, per query, the ladder efSearch minimising D(e) + P[short]·D(2e) from
-    # what the calibration needs upwards: never below that, and never dearer in expectation
-    # than the fixed (k + 2√k)/ℓ floor it replaced.
-    import math
-
-    from scipy import special
-
-    from arecall.vector.placement import _first_ef
-
-    planner = AutoPlanner(
+def _ladder_planner(ef_base: int) -> AutoPlanner:
+    """A hand-made calibration at 10⁶ documents: the unfiltered curve reaches 0.98 at
+    ``ef_base``, a half-share filter at 2·ef_base, a quarter-share one at 4·ef_base."""
+    return AutoPlanner(
         n_docs=10**6,
         k=10,
         ef_base=ef_base,
@@ -279,6 +268,21 @@ def test_first_ef_is_the_cheapest_expected_plan_and_never_below_the_calibration(
             (0.25, 4 * ef_base, 0.98),
         ),
     )
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(0.01, 1.0), st.sampled_from([16, 23, 32, 64]))
+def test_first_ef_is_the_cheapest_expected_plan_and_never_below_the_calibration(
+    ell, ef_base
+) -> None:
+    # _first_ef picks, per query, the ladder efSearch minimising D(e) + P[short]·D(2e) from
+    # what the calibration needs upwards: never below that, and never dearer in expectation
+    # than the fixed (k + 2√k)/ℓ floor it replaced.
+    from scipy import special
+
+    from arecall.vector.placement import _first_ef
+
+    planner = _ladder_planner(ef_base)
     chosen = int(_first_ef(planner, np.array([ell]))[0])
     start = planner.ef_at_least(float(planner.ef_needed([ell])[0]))
     assert chosen >= start and planner.ef_at_least(chosen) == chosen  # on the ladder
@@ -416,14 +420,7 @@ def test_direct_pushdown_ef_is_where_the_curve_crosses_the_target_and_is_compute
     # number on every call — and computed once per share, since auto asks on every call.
     from unittest import mock
 
-    planner = AutoPlanner(
-        n_docs=10**6,
-        k=10,
-        ef_base=ef_base,
-        ndis=((10, 300.0), (64, 1200.0), (1024, 9000.0)),
-        recall=((10, 0.9), (ef_base, 0.98)),
-        filtered=((0.5, 10, 0.8), (0.5, 2 * ef_base, 0.98), (0.25, 10, 0.6), (0.25, 512, 0.98)),
-    )
+    planner = _ladder_planner(ef_base)
     cross = float(planner.ef_needed([share], between=True)[0])
     lowest = planner.ef_at_least(float(ef_base))
     want = min(max(math.ceil(cross - 1e-9), lowest), 10**6)

@@ -1182,7 +1182,7 @@ def _certified(
     if planner.cells is not None:
         independent = planner.cells.looks_independent(mask)
         if independent and n_q > 2 * _SAMPLE:
-            done = _direct(index, q, k, mask, planner)
+            done = _direct(index, q, k, mask, n_allowed, planner)
             if done is not None:
                 return done
         if not independent:
@@ -1395,6 +1395,7 @@ def _direct(
     q: npt.NDArray[np.float32],
     k: int,
     mask: npt.NDArray[np.bool_],
+    n_allowed: int,
     planner: AutoPlanner,
 ) -> tuple[Hits, Plan] | None:
     """:func:`_certified` for a filter independent of the cells, in two faiss calls and little
@@ -1409,8 +1410,8 @@ def _direct(
     of it. ``None`` before any search where a scan is cheaper or the calibration does not
     reach the goal at this share, and after the sample where its lists fall short.
     """
-    n_q, n_allowed = q.shape[0], int(np.count_nonzero(mask))
-    s_global = n_allowed / index.n_docs
+    n_q = q.shape[0]
+    s_global = n_allowed / index.n_docs  # n_allowed: the caller's count of mask
     ef = planner.ef_direct(s_global)
     walk, scan_cost = planner.walk_cost(ef), float(n_allowed)
     certified = planner.direct_recall(s_global)
