@@ -109,6 +109,32 @@ def test_pre_equals_brute_force_oracle(case) -> None:
 
 
 @SETTINGS
+@given(
+    st.integers(1, 3).flatmap(
+        lambda d: st.tuples(
+            arrays(
+                np.int8, st.tuples(st.integers(1, 3000), st.just(d)), elements=st.integers(-2, 2)
+            ),
+            arrays(np.int8, st.tuples(st.integers(1, 3), st.just(d)), elements=st.integers(-2, 2)),
+        )
+    ),
+    st.integers(1, 6),
+    st.floats(0.0, 1.0),
+)
+def test_exact_scan_is_the_canonical_top_k_on_wide_rows_and_narrow_rows(data, k, share) -> None:
+    # Up to 3,000 documents of a few small integers: thousands of exact ties, and rows wide
+    # enough (≥ 100·k) for the one-pass threshold top-k as well as narrow ones for argpartition.
+    vectors, queries = (a.astype(np.float32) for a in data)
+    allowed = np.random.default_rng(vectors.shape[0]).random(vectors.shape[0]) < share
+    hits = build_index(vectors, kind="exact").exact(queries, k, allowed)
+    for row, srow, expected in zip(
+        hits.ids, hits.scores, brute_force(vectors, queries, allowed, k), strict=True
+    ):
+        got = [int(i) for i in row if i >= 0]
+        assert [(float(s), i) for s, i in zip(srow, got, strict=False)] == expected
+
+
+@SETTINGS
 @given(cases(), st.sampled_from([1e-9, 1.0, 1e9]), st.integers(1, 4))
 def test_auto_always_returns_min_k_authorized(case, graph_cost, ef_base) -> None:
     vectors, queries, allowed, k, m, ef = case

@@ -21,6 +21,7 @@ builds single-threaded by default (``deterministic=True``), which costs nothing 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -243,10 +244,10 @@ class VectorIndex:
         """Exhaustive top-``k`` over the documents ``allowed`` permits (all when ``None``).
 
         Correct by construction — every authorized document is scored — so this is the oracle
-        and the ``pre`` placement. A numpy scan (BLAS matrix product + ``argpartition``, in
-        blocks of about 256 MB of scores) rather than faiss's ``knn``: as fast or faster on this
-        box, and it breaks ties canonically — score descending, then id ascending — including
-        which of several documents tied at the k-th score makes the cut.
+        and the ``pre`` placement. A numpy scan (BLAS matrix product in blocks of about 256 MB of
+        scores, then a one-pass top-k, :func:`_top_k`) rather than faiss's ``knn``: as fast or
+        faster on this box, and it breaks ties canonically — score descending, then id
+        ascending — including which of several documents tied at the k-th score makes the cut.
 
         Examples
         --------
@@ -265,7 +266,7 @@ class VectorIndex:
                 ids, base = None, self.vectors
             else:
                 ids = np.flatnonzero(mask)
-                base = np.ascontiguousarray(self.vectors[ids])
+                base = np.take(self.vectors, ids, axis=0)  # contiguous; 25% faster than [ids]
         n_q = q.shape[0]
         out_ids = np.full((n_q, k), -1, dtype=np.int64)
         out_scores = np.full((n_q, k), -np.inf, dtype=np.float32)
@@ -287,22 +288,89 @@ def _top_k(
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
     """Row-wise top-k of a score matrix by (score descending, column ascending), exactly.
 
-    ``argpartition`` finds k columns at or above each row's k-th score in O(n); when more
-    columns tie at that score than fit, the lowest-numbered tied columns are taken, so the
-    answer is one canonical list, not whichever tied column the selection happened to keep.
+    A wide row (at least 100·k columns) goes through :func:`_top_k_threshold`, which reads the
+    matrix once; a narrow one through :func:`_top_k_partition`. Both return the one canonical
+    list, ties included.
     """
     n = scores.shape[1]
-    if k < n:
-        part = np.argpartition(scores, n - k, axis=1)[:, n - k :]
-        kth = np.take_along_axis(scores, part, axis=1).min(axis=1, keepdims=True)
-        tied_total = (scores == kth).sum(axis=1)
-        tied_kept = (np.take_along_axis(scores, part, axis=1) == kth).sum(axis=1)
-        for row in np.flatnonzero(tied_total > tied_kept):
-            above = np.flatnonzero(scores[row] > kth[row, 0])
-            tied = np.flatnonzero(scores[row] == kth[row, 0])[: k - above.size]
-            part[row] = np.concatenate([above, tied])
-    else:
+    if k >= n:
         part = np.broadcast_to(np.arange(n), scores.shape).copy()
+        return _ordered(scores, part)
+    if n < 100 * k:
+        return _top_k_partition(scores, k)
+    # Group width ≈ √(n/k)/2 balances the pass over the group maxima (n/width per row) against
+    # sorting the about k·width candidates; measured best within 15% from 1,000 to 10⁶ columns.
+    return _top_k_threshold(scores, k, min(64, max(4, math.isqrt(n // k) // 2)))
+
+
+def _top_k_partition(
+    scores: npt.NDArray[np.float32], k: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+    """Top-k by ``argpartition``: O(n) per row but several passes over it.
+
+    ``argpartition`` finds k columns at or above each row's k-th score; when more columns tie
+    at that score than fit, the lowest-numbered tied columns are taken, so the answer is one
+    canonical list, not whichever tied column the selection happened to keep.
+    """
+    n = scores.shape[1]
+    part = np.argpartition(scores, n - k, axis=1)[:, n - k :]
+    kth = np.take_along_axis(scores, part, axis=1).min(axis=1, keepdims=True)
+    tied_total = (scores == kth).sum(axis=1)
+    tied_kept = (np.take_along_axis(scores, part, axis=1) == kth).sum(axis=1)
+    for row in np.flatnonzero(tied_total > tied_kept):
+        above = np.flatnonzero(scores[row] > kth[row, 0])
+        tied = np.flatnonzero(scores[row] == kth[row, 0])[: k - above.size]
+        part[row] = np.concatenate([above, tied])
+    return _ordered(scores, part)
+
+
+def _top_k_threshold(
+    scores: npt.NDArray[np.float32], k: int, width: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+    """Top-k from a lower bound on the k-th score, in one pass over the matrix.
+
+    The columns are split into groups of ``width`` (column j joins group j mod g), plus the
+    ragged tail as groups of one. The k-th largest group maximum ``t`` is at most the k-th
+    score — k groups each hold a score ≥ ``t`` — so every top-k column and every column tied
+    at the k-th score lies in a group whose maximum is ≥ ``t``. Only those groups, about k per
+    row, are read again and sorted. The maxima are an elementwise ``maximum`` of contiguous
+    slices (SIMD, one read of the matrix); ``argpartition`` reads it several times, which made
+    it the slowest part of a scan (a 50,000-document subset: 25 ms of top-k after 27 ms of
+    matrix product, now 4 ms).
+    """
+    rows, n = scores.shape
+    groups = n // width
+    body = scores[:, : groups * width].reshape(rows, width, groups)
+    maxima = np.concatenate([body.max(axis=1), scores[:, groups * width :]], axis=1)
+    m = maxima.shape[1]
+    bound = np.partition(maxima, m - k, axis=1)[:, m - k]
+    row, group = np.nonzero(maxima >= bound[:, None])
+    grouped = group < groups
+    cols = np.concatenate(
+        [
+            (group[grouped, None] + groups * np.arange(width)).ravel(),
+            group[~grouped] - groups + groups * width,
+        ]
+    )
+    row = np.concatenate([np.repeat(row[grouped], width), row[~grouped]])
+    vals = scores[row, cols]
+    keep = vals >= bound[row]
+    row, cols, vals = row[keep], cols[keep], vals[keep]
+    if (np.bincount(row, minlength=rows) < k).any():  # NaN scores: no bound holds
+        return _top_k_partition(scores, k)
+    order = np.lexsort((cols, -vals, row))
+    first = np.searchsorted(row[order], np.arange(rows))
+    chosen = order[(first[:, None] + np.arange(k)).ravel()]
+    return (
+        cols[chosen].reshape(rows, k).astype(np.int64),
+        vals[chosen].reshape(rows, k).astype(np.float32),
+    )
+
+
+def _ordered(
+    scores: npt.NDArray[np.float32], part: npt.NDArray[np.intp]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+    """The columns ``part`` of each row, sorted by (score descending, column ascending)."""
     top = np.take_along_axis(scores, part, axis=1)
     order = np.lexsort((part, -top.astype(np.float64)), axis=1)
     return (
