@@ -26,6 +26,7 @@ from arecall.vector.index import Hits, VectorIndex, build_index
 from arecall.vector.partitions import PartitionedIndex
 from arecall.vector.placement import (
     AutoPlanner,
+    Cells,
     _below_goal,
     auto,
     calibrate_auto,
@@ -158,6 +159,24 @@ def test_coarse_cells_are_deterministic_and_local_selectivity_is_a_share() -> No
     local = a.local_selectivity(x[:50], mask)
     assert ((local >= 0) & (local <= 1)).all()
     assert a.local_selectivity(x[:50], np.ones(2000, bool)).tolist() == [1.0] * 50
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 40), st.lists(st.booleans(), min_size=1, max_size=400))
+def test_authorized_per_cell_is_the_plain_count_for_sparse_and_dense_masks(
+    n_cells: int, allowed: list[bool]
+) -> None:
+    # Two ways of counting (gather below an eighth of the documents, weights above): one answer.
+    mask = np.array(allowed)
+    assignment = np.arange(mask.size) % n_cells
+    cells = Cells(
+        np.eye(1, dtype=np.float32).repeat(n_cells, 0),
+        assignment,
+        np.bincount(assignment, minlength=n_cells),
+    )
+    naive = [int(mask[assignment == c].sum()) for c in range(n_cells)]
+    got = cells.authorized(mask)
+    assert got.dtype == np.int64 and got.tolist() == naive
 
 
 @settings(max_examples=100, deadline=None)

@@ -301,8 +301,16 @@ class Cells:
         return int(self.centroids.shape[0])
 
     def authorized(self, mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
-        """Authorized documents per cell (one ``bincount``)."""
-        return np.bincount(self.assignment[mask], minlength=self.n_cells).astype(np.int64)
+        """Authorized documents per cell (one ``bincount``).
+
+        Past an eighth of the documents, counting with ``weights=mask`` beats gathering the
+        authorized cells first (the gather's branches mispredict: at a million and 50%, 9 ms
+        against 3.5 ms); below it the gather is the smaller read.
+        """
+        if 8 * np.count_nonzero(mask) < mask.size:
+            return np.bincount(self.assignment[mask], minlength=self.n_cells).astype(np.int64)
+        counted = np.bincount(self.assignment, weights=mask, minlength=self.n_cells)
+        return counted.astype(np.int64)
 
     @cached_property
     def _sampled(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
@@ -1201,7 +1209,9 @@ def _certified(
             probed = _sample(n_q)
             local[probed] = planner.cells.local_selectivity(q[probed], mask, authorized)
             spent[probed] += probe_cost
-            rest = np.setdiff1d(np.arange(n_q), probed)
+            unprobed = np.ones(n_q, dtype=bool)
+            unprobed[probed] = False
+            rest = np.flatnonzero(unprobed)
             if rest.size and np.mean(local[probed] >= ell_min) * saving < probe_cost:
                 plan = Plan(
                     "exact",
@@ -1221,10 +1231,16 @@ def _certified(
     def graph_cost(ef: int) -> float:
         return planner.walk_cost(ef)
 
-    # First efSearch per query (_first_ef); 0 = scan.
-    first = _first_ef(planner, local, independent, direct=independent and n_q > 2 * _SAMPLE)
-    cheaper = planner.walk_costs(first) < scan_cost
-    first = np.where((local > 0) & cheaper, first, 0)
+    # First efSearch per query (_first_ef); 0 = scan. Under a filter that follows the data, a
+    # query whose ℓ is a grid step below ℓ_min cannot walk for less than the scan: priced only
+    # the others (pricing 200 queries cost 2.6 ms at 100,000 and 50%, 3% of the scan).
+    floor = 0.0 if independent else ell_min * 2.0 ** (-1.0 / _STEPS)
+    able = np.flatnonzero(local > floor)
+    first = np.zeros(n_q, dtype=np.int64)
+    if able.size:
+        direct = independent and n_q > 2 * _SAMPLE
+        ef_able = _first_ef(planner, local[able], independent, direct=direct)
+        first[able] = np.where(planner.walk_costs(ef_able) < scan_cost, ef_able, 0)
     ids = np.full((n_q, k), -1, dtype=np.int64)
     scores = np.full((n_q, k), -np.inf, dtype=np.float32)
     predicted = np.ones(n_q)  # scanned queries are exact
