@@ -26,6 +26,7 @@ from arecall.vector.generator import generate_lowrank
 from arecall.vector.index import Hits, VectorIndex, build_index
 from arecall.vector.placement import (
     AutoPlanner,
+    _count_allowed,
     auto,
     calibrate_auto,
     place,
@@ -132,6 +133,44 @@ def test_exact_scan_is_the_canonical_top_k_on_wide_rows_and_narrow_rows(data, k,
     ):
         got = [int(i) for i in row if i >= 0]
         assert [(float(s), i) for s, i in zip(srow, got, strict=False)] == expected
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.sampled_from([7, 5000, 70_000, 300_000]),
+    st.floats(0.0, 1.0),
+    st.floats(0.0, 400_000.0),
+    st.booleans(),
+)
+def test_count_allowed_counts_any_mask_and_lists_the_ids_of_a_sparse_one(n, share, few, comb):
+    # comb: authorize exactly every 4,096th document, the layout that fools the sample.
+    rng = np.random.default_rng(n)
+    mask = (np.arange(n) % 4096 == 0) if comb else (rng.random(n) < share)
+    count, ids = _count_allowed(mask, few)
+    assert count == int(mask.sum())
+    if ids is not None:
+        assert count <= few
+        np.testing.assert_array_equal(ids, np.flatnonzero(mask))
+    elif count <= few:  # only a mask the sample took for dense goes unlisted
+        assert np.count_nonzero(mask[::4096]) * 4096 > 2 * few + 2 * 4096
+
+
+def test_auto_scans_a_sparse_mask_from_the_ids_it_counted(monkeypatch) -> None:
+    # 70,000 documents and 0.1%: one listing of the ids serves the count and the scan, and
+    # the answer is exact's, ties and order included.
+    rng = np.random.default_rng(3)
+    vectors = rng.integers(-2, 3, (70_000, 4)).astype(np.float32)
+    queries = rng.integers(-2, 3, (5, 4)).astype(np.float32)
+    mask = rng.random(70_000) < 0.001
+    idx = build_index(vectors, kind="exact")
+    want = idx.exact(queries, 10, mask)
+    calls: list[int] = []
+    plain = VectorIndex.exact
+    monkeypatch.setattr(VectorIndex, "exact", lambda *a, **kw: calls.append(1) or plain(*a, **kw))
+    hits, plan = auto(idx, queries, 10, mask, calibrate_auto(idx, 10, queries=queries))
+    assert str(plan) == "scan" and calls == []
+    np.testing.assert_array_equal(hits.ids, want.ids)
+    np.testing.assert_array_equal(hits.scores, want.scores)
 
 
 @SETTINGS
