@@ -43,3 +43,20 @@ def test_cli_reports_bad_input_in_one_line(capsys) -> None:
     assert capsys.readouterr().err.strip().splitlines() == [
         "bench_vector: selectivities=2.0: must be in (0, 1] (a fraction of the corpus)"
     ]
+
+
+def test_scan_benchmark_runs_and_its_two_scans_agree(tmp_path, monkeypatch) -> None:
+    # The script stops unless the threshold and argpartition scans return the same ids and
+    # scores; 30,000 documents reach both top-k paths (0.1% is 30 columns: argpartition).
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location(
+        "bench_scan", ROOT / "benchmarks" / "bench_scan.py"
+    )
+    assert spec is not None and spec.loader is not None
+    bench_scan = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_scan)
+    out = tmp_path / "scan.md"
+    argv = ["--n", "30000", "--queries", "5", "--shares", "0.001,0.3,1", "--min-time", "0.01"]
+    assert bench_scan.main([*argv, "--min-calls", "1", "--output", str(out)]) == 0
+    text = out.read_text()
+    assert "| 0.1% | " in text and "| 30.0% | " in text and "| 100.0% | 30,000 |" in text
