@@ -166,7 +166,8 @@ def test_coarse_cells_are_deterministic_and_local_selectivity_is_a_share() -> No
 def test_authorized_per_cell_is_the_plain_count_for_sparse_and_dense_masks(
     n_cells: int, allowed: list[bool]
 ) -> None:
-    # Two ways of counting (gather below an eighth of the documents, weights above): one answer.
+    # Three ways of counting (listed ids or a gather below an eighth of the documents,
+    # weights above): one answer.
     mask = np.array(allowed)
     assignment = np.arange(mask.size) % n_cells
     cells = Cells(
@@ -175,8 +176,8 @@ def test_authorized_per_cell_is_the_plain_count_for_sparse_and_dense_masks(
         np.bincount(assignment, minlength=n_cells),
     )
     naive = [int(mask[assignment == c].sum()) for c in range(n_cells)]
-    got = cells.authorized(mask)
-    assert got.dtype == np.int64 and got.tolist() == naive
+    for got in (cells.authorized(mask), cells.authorized(mask, np.flatnonzero(mask))):
+        assert got.dtype == np.int64 and got.tolist() == naive
 
 
 @settings(max_examples=100, deadline=None)
