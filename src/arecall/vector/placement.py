@@ -1019,12 +1019,6 @@ def measure_graph_cost(
 ) -> float:
     """Time one graph distance against one scan distance on this machine (``graph_cost``).
 
-    The scan distance is a subset scan's — half the documents, drawn with a fixed seed — since
-    that is the scan a plan weighs a walk against: its vectors are gathered first, which a
-    scan of everything skips. Priced on the full scan (after the one-pass top-k made it 1.9×
-    faster at 100,000), a 30% pushdown that ran at 0.69× the scan was planned at 0.85–1.0×,
-    and in one run scanned instead, at 1.93× the pushdown.
-
     ``DEFAULT_GRAPH_COST`` (16) was measured at a million vectors and 1,000-query batches; the
     ratio depends on the machine, the corpus size and the batch (a small batch makes the BLAS
     scan less efficient). Pass the result to :func:`calibrate_auto` to plan for this machine.
@@ -1044,15 +1038,14 @@ def measure_graph_cost(
     if index.kind == "exact":
         return DEFAULT_GRAPH_COST
     ef = index.ef_search if ef_search is None else ef_search
-    half = np.random.default_rng(0).random(index.n_docs) < 0.5
-    index.exact(q[:4], k, half)  # warm-up
-    _, t_scan = clock(index.exact, q, k, half, repeats=repeats)
+    index.exact(q[:4], k)  # warm-up
+    _, t_scan = clock(index.exact, q, k, repeats=repeats)
     stats = _faiss.cvar.hnsw_stats
     stats.reset()
     index.search(q, k, ef_search=ef)
     ndis = max(1.0, float(stats.ndis))
     _, t_graph = clock(index.search, q, k, ef_search=ef, repeats=repeats)
-    per_scan = t_scan / (q.shape[0] * max(1, int(np.count_nonzero(half))))
+    per_scan = t_scan / (q.shape[0] * index.n_docs)
     return float(max(1e-3, (t_graph / ndis) / max(per_scan, 1e-15)))
 
 
