@@ -64,7 +64,7 @@ import numpy as np
 
 from arecall.core.errors import ArecallError
 from arecall.io.atomic import write_text, write_with
-from arecall.vector._timing import clock
+from arecall.vector._timing import clock, interleaved
 from arecall.vector.adversarial import ADVERSARIAL_CORPORA, adversarial_corpus
 from arecall.vector.index import Hits, VectorIndex, build_index, set_threads
 from arecall.vector.oracle import recall_loss
@@ -109,65 +109,6 @@ def _recall(hits: Hits, oracle: Hits) -> float:
     return float(np.mean([recall_loss(a, b)[0] for a, b in pairs]))
 
 
-def _interleaved(
-    fns: dict[str, Callable[[], Any]],
-    first: dict[str, float],
-    min_time: float,
-    min_calls: int,
-    timer: Callable[[], float] = time.process_time,
-) -> dict[str, float]:
-    """Seconds per call of each of ``fns``: the fastest of many single calls, interleaved.
-
-    Each contender makes ``max(min_calls, len(fns), min_time / first)`` calls (``first``: its
-    warm-up run's seconds), spread evenly over one shared sequence in which every contender
-    follows every other one equally often (:func:`_pair_cycle`), so whatever else the machine
-    does at any moment, and whatever a call leaves in the caches, lands on every contender
-    alike. The minimum, not the mean: other processes only ever add time. ``timer`` is the
-    process's CPU clock by default (module docstring), ``time.perf_counter`` for wall time.
-    """
-    # What ran just before a call changes its time: with the order only rotating, at 1M auto
-    # always ran right after the partitions' search and measured 1.1-1.26x the identical scan
-    # call, which always ran right after auto.
-    least = max(min_calls, len(fns))
-    calls = {name: max(least, math.ceil(min_time / max(first[name], 1e-6))) for name in fns}
-    names = list(fns)
-    cycle = [names[i] for i in _pair_cycle(len(names))]
-    per_cycle = max(1, len(names) - 1)  # each contender's turns in one cycle
-    turns = math.ceil(max(calls.values()) / per_cycle) * per_cycle
-    taken = dict.fromkeys(fns, 0)
-    best = dict.fromkeys(fns, math.inf)
-    for _ in range(turns // per_cycle):
-        for name in cycle:
-            t = taken[name]
-            taken[name] += 1
-            if (t * calls[name]) // turns == ((t + 1) * calls[name]) // turns:
-                continue  # this contender's calls are spread over its turns
-            start = timer()
-            fns[name]()
-            best[name] = min(best[name], timer() - start)
-    return best
-
-
-def _pair_cycle(m: int) -> list[int]:
-    """A cyclic order of ``range(m)`` in which every ordered pair (i, j), i ≠ j, is adjacent
-    exactly once: an Eulerian circuit of the complete directed graph (Hierholzer).
-
-    >>> _pair_cycle(3)
-    [0, 2, 1, 2, 0, 1]
-    """
-    if m < 2:
-        return list(range(m))
-    ahead = {v: [w for w in range(m) if w != v] for v in range(m)}
-    stack, circuit = [0], []
-    while stack:
-        v = stack[-1]
-        if ahead[v]:
-            stack.append(ahead[v].pop())
-        else:
-            circuit.append(stack.pop())
-    return circuit[::-1][:-1]
-
-
 def _best_pushdown(
     index: VectorIndex,
     q: np.ndarray,
@@ -180,7 +121,7 @@ def _best_pushdown(
     """(efSearch, recall, one-run seconds) of the smallest fixed pushdown meeting the target.
 
     Search time grows with efSearch, so the smallest qualifying efSearch on the ladder is the
-    fastest; it is timed against the other contenders afterwards (:func:`_interleaved`).
+    fastest; it is timed against the other contenders afterwards (:func:`interleaved`).
     """
     ef = k
     want = min(k, int(mask.sum()))
@@ -312,7 +253,7 @@ def run_corpus(
             p_hits, first["part"] = clock(part.search, q, args.k, mask)
             fns["part"] = partial(part.search, q, args.k, mask)
         timer = time.process_time if args.clock == "cpu" else time.perf_counter
-        times = _interleaved(fns, first, args.min_time, args.min_calls, timer)
+        times = interleaved(fns, first, args.min_time, args.min_calls, timer)
         t_auto, t_scan = times["auto"], times["scan"]
         t_push = times.get("push", math.inf)
         row: dict[str, Any] = {

@@ -15,7 +15,7 @@ k = 10, one BLAS thread:
 * ``top-k`` / ``argpartition top-k`` — the two top-k alone, on the same score matrix.
 
 Every contender of a share is timed interleaved, by the process's CPU clock, fastest call (the
-adversarial benchmark's timer, ``bench_adversarial._interleaved``), and both scans must return
+adversarial benchmark's timer, ``arecall.vector._timing.interleaved``), and both scans must return
 the same ids and scores, or the run stops.
 """
 
@@ -27,9 +27,10 @@ import time
 from typing import Any
 
 import numpy as np
-from bench_adversarial import _floats, _interleaved, _keep_freed_memory
+from bench_adversarial import _floats, _keep_freed_memory
 
 from arecall.io.atomic import write_text
+from arecall.vector._timing import interleaved
 from arecall.vector.index import (
     _BLOCK_BYTES,
     Hits,
@@ -81,7 +82,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             start = time.process_time()
             fn()
             first[name] = time.process_time() - start
-        best = _interleaved(fns, first, args.min_time, args.min_calls)
+        best = interleaved(fns, first, args.min_time, args.min_calls, time.process_time)
         rows.append({"share": share, "n_allowed": int(mask.sum()), **best})
         print(
             f"share {share}: scan {best['scan'] * 1e3:.2f} ms, argpartition scan "

@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arecall.core.errors import ArecallError
+from arecall.vector._timing import interleaved
 from arecall.vector.adversarial import ADVERSARIAL_CORPORA, adversarial_corpus
 from arecall.vector.index import Hits, VectorIndex, build_index
 from arecall.vector.partitions import PartitionedIndex
@@ -253,18 +254,10 @@ def test_independence_check_skips_the_probe_only_for_filters_that_ignore_the_cel
 
 
 def test_bench_timer_interleaves_and_meets_its_minimum_calls() -> None:
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).parents[1] / "benchmarks" / "bench_adversarial.py"
-    spec = importlib.util.spec_from_file_location("bench_adversarial_timer", path)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
     order: list[str] = []
     fns = {name: (lambda name=name: order.append(name)) for name in ("a", "b")}
     # "a" claims to be 4x dearer than "b": "b" makes 4x the calls, spread between a's.
-    times = bench._interleaved(fns, {"a": 4e-3, "b": 1e-3}, 0.04, 3)
+    times = interleaved(fns, {"a": 4e-3, "b": 1e-3}, 0.04, 3)
     assert order.count("a") == 10 and order.count("b") == 40
     first_a, last_a = order.index("a"), len(order) - 1 - order[::-1].index("a")
     assert order[:first_a].count("b") <= 4 and order[last_a:].count("b") <= 4  # interleaved
@@ -272,7 +265,7 @@ def test_bench_timer_interleaves_and_meets_its_minimum_calls() -> None:
     # What runs just before a call changes its time: every contender follows each other one.
     order.clear()
     fns = {name: (lambda name=name: order.append(name)) for name in ("a", "b", "c")}
-    bench._interleaved(fns, dict.fromkeys(fns, 1e-3), 0.001, 6)
+    interleaved(fns, dict.fromkeys(fns, 1e-3), 0.001, 6)
     after = {(x, y) for x, y in pairwise(order) if x != y}
     assert after == {(x, y) for x in fns for y in fns if x != y}
 

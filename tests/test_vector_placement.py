@@ -17,6 +17,7 @@ Which placement returns k when k items are authorized:
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -548,3 +549,44 @@ def test_a_filter_independent_of_the_data_costs_one_list_read_and_one_pushdown_c
         np.testing.assert_array_equal(hits.scores, same.scores)
         assert str(plan) == str(general_plan)
         assert plan.predicted_recall == pytest.approx(general_plan.predicted_recall)
+
+
+def test_graph_costs_time_the_scan_once_and_interleave_it_with_every_walk(monkeypatch) -> None:
+    # Timed one efSearch after another, each against its own scan and best of one call, the
+    # measured graph cost at 100,000 low-rank vectors ranged 37-48 at efSearch 27 over five
+    # measurements, and a priced pushdown tipped over the scan's cost (auto then scanned at
+    # 1.9x the pushdown). One interleaved sequence in which every contender follows every
+    # other one lands the machine's noise on all of them alike.
+    from itertools import pairwise
+
+    from arecall.vector import placement
+    from arecall.vector.placement import measure_graph_costs
+
+    x = np.random.default_rng(0).normal(size=(3000, 16)).astype(np.float32)
+    idx = build_index(x)
+    planner = replace(calibrate_auto(idx, 10, queries=x[:40], graph_cost=0.5), ef_base=20)
+    assert planner.ndis[-1][0] >= 64  # so efSearch 20 and 64 are both measured
+    timed: list[str] = []
+    real_exact, real_search = VectorIndex.exact, VectorIndex.search
+
+    def exact(self, q, k, allowed=None):  # type: ignore[no-untyped-def]
+        timed.append("scan")
+        return real_exact(self, q, k, allowed)
+
+    def search(self, q, k, ef_search=None):  # type: ignore[no-untyped-def]
+        timed.append(f"walk {ef_search}")
+        return real_search(self, q, k, ef_search=ef_search)
+
+    monkeypatch.setattr(VectorIndex, "exact", exact)
+    monkeypatch.setattr(VectorIndex, "search", search)
+    efs = sorted({20, 64, *(e for e in (256, 1024) if e <= planner.ndis[-1][0])})
+    # No time floor, and two full cycles' worth of calls each: no call is then skipped, so the
+    # order is the whole pair cycle whatever this machine's timings.
+    monkeypatch.setattr(placement, "_COST_MIN_TIME", 0.0)
+    measured = measure_graph_costs(idx, x[:40], planner, repeats=2 * len(efs))
+    assert [ef for ef, _ in measured.graph_costs] == efs
+    assert all(c > 0 for _, c in measured.graph_costs)
+    contenders = {"scan", *(f"walk {ef}" for ef in efs)}
+    adjacent = {(a, b) for a, b in pairwise(timed) if a != b}
+    assert adjacent >= {(a, b) for a in contenders for b in contenders if a != b}
+    assert all(timed.count(name) >= 3 for name in contenders)

@@ -106,9 +106,10 @@ Everything in a plan is deterministic (counts, not timings), so the table is rep
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property, lru_cache
+from functools import cached_property, lru_cache, partial
 from typing import Any, Literal
 
 import faiss
@@ -1022,7 +1023,8 @@ def measure_graph_cost(
     ``DEFAULT_GRAPH_COST`` (16) was measured at a million vectors and 1,000-query batches; the
     ratio depends on the machine, the corpus size and the batch (a small batch makes the BLAS
     scan less efficient). Pass the result to :func:`calibrate_auto` to plan for this machine.
-    Wall-clock, so not reproducible: the experiment keeps the fixed default.
+    Wall-clock, so not reproducible: the experiment keeps the fixed default. ``repeats``: the
+    fewest timed calls of the scan and of the walk, interleaved (:func:`_graph_costs`).
 
     Examples
     --------
@@ -1031,32 +1033,23 @@ def measure_graph_cost(
     >>> measure_graph_cost(build_index(x), x[:50], 10) > 0
     True
     """
-    from arecall.vector._timing import clock
-
     q = index.check_queries(queries)
     k = check_k(k)
     if index.kind == "exact":
         return DEFAULT_GRAPH_COST
-    ef = index.ef_search if ef_search is None else ef_search
-    index.exact(q[:4], k)  # warm-up
-    _, t_scan = clock(index.exact, q, k, repeats=repeats)
-    stats = _faiss.cvar.hnsw_stats
-    stats.reset()
-    index.search(q, k, ef_search=ef)
-    ndis = max(1.0, float(stats.ndis))
-    _, t_graph = clock(index.search, q, k, ef_search=ef, repeats=repeats)
-    per_scan = t_scan / (q.shape[0] * index.n_docs)
-    return float(max(1e-3, (t_graph / ndis) / max(per_scan, 1e-15)))
+    ef = index._ef(ef_search, k)
+    return _graph_costs(index, q, k, [ef], repeats)[ef]
 
 
 def measure_graph_costs(
-    index: VectorIndex, queries: Any, planner: AutoPlanner, *, repeats: int = 1
+    index: VectorIndex, queries: Any, planner: AutoPlanner, *, repeats: int = 3
 ) -> AutoPlanner:
     """``planner`` with ``graph_costs`` measured on this machine at efSearch 64, 256, 1024, …
     and at ``ef_base``, up to the largest efSearch its calibration walked.
 
     Wall-clock, like :func:`measure_graph_cost`: for benchmarks and for a user planning on
-    their own machine, not for the reproducible experiment.
+    their own machine, not for the reproducible experiment. One scan and every efSearch's walk
+    are timed in one interleaved sequence (:func:`_graph_costs`).
 
     Examples
     --------
@@ -1067,15 +1060,55 @@ def measure_graph_costs(
     >>> p.graph_costs[0][0] == p.ef_base, all(c > 0 for _, c in p.graph_costs)
     (True, True)
     """
-    if planner.ef_base is None or not planner.ndis:
+    if planner.ef_base is None or not planner.ndis or index.kind == "exact":
         return planner
+    q = index.check_queries(queries)
     top = planner.ndis[-1][0]
     efs = sorted({planner.ef_base, *(e for e in (64, 256, 1024, 4096, 16384) if e <= top)})
-    costs = tuple(
-        (int(ef), measure_graph_cost(index, queries, planner.k, ef_search=int(ef), repeats=repeats))
-        for ef in efs
-    )
-    return replace(planner, graph_costs=costs)
+    costs = _graph_costs(index, q, planner.k, efs, repeats)
+    return replace(planner, graph_costs=tuple((int(ef), costs[ef]) for ef in efs))
+
+
+#: Seconds each contender of a graph-cost measurement spends at least, over its calls: a walk
+#: at a small efSearch takes a few milliseconds, and the fastest of 3 such calls still moved the
+#: measured cost by ±15% from one measurement to the next.
+_COST_MIN_TIME = 0.2
+
+
+def _graph_costs(
+    index: VectorIndex, q: npt.NDArray[np.float32], k: int, efs: Sequence[int], repeats: int
+) -> dict[int, float]:
+    """Scan distances per graph distance at each of ``efs``: one scan and every walk timed in
+    one interleaved sequence, fastest call each (:func:`arecall.vector._timing.interleaved`).
+
+    Timed one efSearch after another, each against its own scan and best of one call, the cost
+    at 100,000 low-rank vectors and efSearch 27 ranged 37-48 over five measurements, and a
+    pushdown priced near the scan's cost became a scan at 1.9x the pushdown's time. In one
+    sequence the machine's noise lands on every contender alike, and the scan is timed once.
+    """
+    from arecall.vector._timing import interleaved
+
+    repeats = check_positive_int("repeats", repeats)
+    stats = _faiss.cvar.hnsw_stats
+    ndis: dict[int, float] = {}
+    fns: dict[str, Any] = {"scan": partial(index.exact, q, k)}
+    first: dict[str, float] = {}
+    index.exact(q[:4], k)  # warm-up
+    for ef in efs:
+        stats.reset()
+        start = time.perf_counter()
+        index.search(q, k, ef_search=ef)
+        first[f"walk {ef}"] = time.perf_counter() - start
+        ndis[ef] = max(1.0, float(stats.ndis))
+        fns[f"walk {ef}"] = partial(index.search, q, k, ef_search=ef)
+    start = time.perf_counter()
+    index.exact(q, k)
+    first["scan"] = time.perf_counter() - start
+    best = interleaved(fns, first, _COST_MIN_TIME, repeats)
+    per_scan = best["scan"] / (q.shape[0] * index.n_docs)
+    return {
+        ef: float(max(1e-3, (best[f"walk {ef}"] / ndis[ef]) / max(per_scan, 1e-15))) for ef in efs
+    }
 
 
 #: Steps per doubling of the efSearch ladders (calibration and planning): 2^(1/4) ≈ 1.19, so a
