@@ -162,6 +162,42 @@ def test_coarse_cells_are_deterministic_and_local_selectivity_is_a_share() -> No
     assert a.local_selectivity(x[:50], np.ones(2000, bool)).tolist() == [1.0] * 50
 
 
+@settings(max_examples=80, deadline=None)
+@given(
+    st.integers(1, 24),
+    st.integers(1, 6),
+    st.integers(1, 30),
+    st.integers(0, 2**32 - 1),
+    st.booleans(),
+)
+def test_local_selectivity_is_the_authorized_share_of_the_nearest_cells(
+    n_cells: int, probe: int, n_queries: int, seed: int, integer: bool
+) -> None:
+    # The definition, by brute force: rank the cells by distance, take the `probe` nearest
+    # and every cell tied with the last of them, and divide their authorized documents by
+    # their documents. Integer coordinates make ties between cells common.
+    rng = np.random.default_rng(seed)
+    draw = (
+        (lambda *shape: rng.integers(-2, 3, shape))
+        if integer
+        else (lambda *shape: rng.normal(size=shape))
+    )
+    centroids = np.asarray(draw(n_cells, 3), dtype=np.float32)
+    queries = np.asarray(draw(n_queries, 3), dtype=np.float32)
+    sizes = rng.integers(0, 50, n_cells)
+    assignment = np.repeat(np.arange(n_cells), sizes)
+    mask = rng.random(assignment.size) < rng.random()
+    cells = Cells(centroids, assignment, sizes, probe)
+    authorized = np.bincount(assignment[mask], minlength=n_cells)
+    got = cells.local_selectivity(queries, mask)
+    for q, share in zip(queries.astype(np.float64), got, strict=True):
+        dist = ((centroids.astype(np.float64) - q) ** 2).sum(axis=1)
+        last = np.sort(dist)[min(probe, n_cells) - 1]
+        near = dist <= last
+        want = authorized[near].sum() / max(1, sizes[near].sum())
+        assert share == pytest.approx(want, abs=1e-12)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 40), st.lists(st.booleans(), min_size=1, max_size=400))
 def test_authorized_per_cell_is_the_plain_count_for_sparse_and_dense_masks(
