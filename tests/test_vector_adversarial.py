@@ -13,6 +13,8 @@ The default suite runs a fast subset (one corpus, three selectivities); the full
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from itertools import pairwise
 
 import numpy as np
@@ -312,6 +314,10 @@ def test_a_pilot_that_certifies_nothing_stops_the_other_walks(graph_lists) -> No
     # scanned (2.8x the scan). The most promising queries now walk first; when none of them
     # certifies, the rest are scanned without walking.
     corpus, index, planner = setup("lowrank-halfspace", 5000, 32, 50)
+    assert planner.cells is not None
+    # Four cells a probe, as for a walk whose list spans four cells: their share misleads here
+    # (the calibrated width, one cell, sees these queries' neighbourhoods empty: next test).
+    planner = replace(planner, cells=replace(planner.cells, probe=4))
     mask = corpus.mask(0.5)
     q = corpus.data.queries
     graph_lists.clear()  # calibration's own searches
@@ -319,6 +325,26 @@ def test_a_pilot_that_certifies_nothing_stops_the_other_walks(graph_lists) -> No
     assert sum(graph_lists) == 4, (graph_lists, str(plan))
     assert plan.method == "exact" and plan.pilot == (0, 4), str(plan)
     assert "pilot walks certified 0/4" in str(plan)
+    np.testing.assert_array_equal(hits.ids, index.exact(q, K, mask).ids)
+
+
+def test_the_probe_reads_the_walks_scale_and_sends_no_doomed_walk(graph_lists) -> None:
+    # At 100,000 clustered vectors and 50%, a four-cell probe (~630 documents, for a walk
+    # whose list holds 77) read 8 queries from a never-authorized cluster beside
+    # half-authorized ones as ℓ ≈ 0.5; their walks failed to certify, and auto scanned all
+    # 200 after them (1.13x the scan). Calibration now sizes the probe to the list of the
+    # first walk: on the pilot's half-space case no query walks at all.
+    corpus, index, planner = setup("lowrank-halfspace", 5000, 32, 50)
+    assert planner.cells is not None and planner.ef_base is not None
+    per_cell = corpus.data.vectors.shape[0] / planner.cells.n_cells
+    assert planner.cells.probe == max(1, min(4, math.ceil(planner.ef_base / per_cell)))
+    assert planner.cells.probe < 4
+    mask = corpus.mask(0.5)
+    q = corpus.data.queries
+    graph_lists.clear()
+    hits, plan = auto(index, q, K, mask, planner)
+    assert graph_lists == [], str(plan)
+    assert plan.method == "exact", str(plan)
     np.testing.assert_array_equal(hits.ids, index.exact(q, K, mask).ids)
 
 

@@ -483,6 +483,29 @@ def coarse_cells(
     return Cells(np.ascontiguousarray(centroids), assignment, sizes, probe, sample)
 
 
+def _probe_width(ef: int, cells: Cells) -> int:
+    """How many nearest cells a query's probe averages over: as many as hold the ``ef``
+    candidates of its first walk, at least 1 and at most 4.
+
+    The walk's list is what must hold k authorized documents, so its local selectivity is
+    measured at the list's scale. Four cells of ~160 documents against a list of 77 at 100,000
+    clustered vectors read a query from a never-authorized cluster beside half-authorized
+    ones as ℓ ≈ 0.5: its walk failed to certify and was scanned after all (8 of 200 queries
+    at 50%; 20 at 1M). Against the authorized share of each query's 300 exact nearest
+    neighbours the nearest cell's share erred by 0.000 on both clustered corpora and by 0.02
+    on the low-rank half-space at 50%, four cells' by 0.02-0.04 and 0.03.
+
+    Examples
+    --------
+    >>> cells = Cells(np.eye(2, dtype=np.float32), np.zeros(300, np.int64) + np.arange(300) % 2,
+    ...               np.array([150, 150]))
+    >>> _probe_width(77, cells), _probe_width(200, cells), _probe_width(5000, cells)
+    (1, 2, 4)
+    """
+    per_cell = float(cells.sizes.sum()) / max(1, cells.n_cells)
+    return int(min(4, max(1, math.ceil(ef / max(per_cell, 1.0)))))
+
+
 _Curve = tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]
 """(log efSearch, recall) points of one calibrated share."""
 
@@ -991,7 +1014,10 @@ def calibrate_auto(
         # ef_base / s, and measured distance counts grow sublinearly in ef.
     # The local-selectivity probe and the filtered grid are only worth measuring when
     # pushdown can pay at all.
-    cells = coarse_cells(index.vectors, seed=seed) if ef_base is not None else None
+    cells = None
+    if ef_base is not None:
+        cells = coarse_cells(index.vectors, seed=seed)
+        cells = replace(cells, probe=_probe_width(ef_base, cells))
     filtered: list[tuple[float, int, float]] = []
     if ef_base is not None:
         draws = np.random.default_rng([seed, 41]).random(index.n_docs)
