@@ -372,6 +372,25 @@ def test_first_ef_is_the_cheapest_expected_plan_and_never_below_the_calibration(
         assert expected(chosen) <= expected(old) + 1e-9
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.floats(0.005, 1.0), min_size=1, max_size=30),
+    st.lists(st.floats(0.005, 1.0), min_size=1, max_size=30),
+    st.booleans(),
+)
+def test_first_ef_remembered_per_share_equals_first_ef_computed(first, second, independent):
+    # _first_ef remembers each local selectivity's answer on the planner; a later batch that
+    # shares some values (and not others) gets exactly what a fresh computation gives.
+    from arecall.vector.placement import _cheapest_first_ef, _first_ef
+
+    planner = _ladder_planner(32)
+    for batch in (first, second, first + second):
+        local = np.array(batch)
+        got = _first_ef(planner, local, independent)
+        fresh = _cheapest_first_ef(planner, np.clip(local, 1e-12, 1.0), independent)
+        np.testing.assert_array_equal(got, fresh)
+
+
 @SETTINGS
 @given(cases(), st.integers(1, 4))
 def test_fallback_scan_equals_pre_whichever_way_it_scans(case, n_rows) -> None:
