@@ -491,7 +491,7 @@ def _probe_width(ef: int, cells: Cells) -> int:
     measured at the list's scale. Four cells of ~160 documents against a list of 77 at 100,000
     clustered vectors read a query from a never-authorized cluster beside half-authorized
     ones as ℓ ≈ 0.5: its walk failed to certify and was scanned after all (8 of 200 queries
-    at 50%; 20 at 1M). Against the authorized share of each query's 300 exact nearest
+    at 50%). Against the authorized share of each query's 300 exact nearest
     neighbours the nearest cell's share erred by 0.000 on both clustered corpora and by 0.02
     on the low-rank half-space at 50%, four cells' by 0.02-0.04 and 0.03.
 
@@ -1113,8 +1113,8 @@ def measure_graph_costs(
 
 
 #: Seconds each contender of a graph-cost measurement spends at least, over its calls: a walk
-#: at a small efSearch takes a few milliseconds, and the fastest of 3 such calls still moved the
-#: measured cost by ±15% from one measurement to the next.
+#: at a small efSearch takes a few milliseconds, and the fastest of 5 such calls, not
+#: interleaved, still moved the measured cost from 30 to 37 between measurements.
 _COST_MIN_TIME = 0.2
 
 
