@@ -119,6 +119,7 @@ from scipy import special
 
 from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_mask, check_positive_int
+from arecall.vector._timing import interleaved
 from arecall.vector.config import PLACEMENTS, IndexConfig
 from arecall.vector.index import Hits, VectorIndex, _top_k
 
@@ -311,10 +312,10 @@ class Cells:
         authorized cells first (the gather's branches mispredict: at a million and 50%, 9 ms
         against 3.5 ms); below it the gather is the smaller read.
         """
-        if ids is not None and 8 * ids.size < mask.size:
-            return np.bincount(self.assignment[ids], minlength=self.n_cells).astype(np.int64)
-        if 8 * np.count_nonzero(mask) < mask.size:
-            return np.bincount(self.assignment[mask], minlength=self.n_cells).astype(np.int64)
+        n_allowed = np.count_nonzero(mask) if ids is None else ids.size
+        if 8 * n_allowed < mask.size:
+            listed = self.assignment[mask if ids is None else ids]
+            return np.bincount(listed, minlength=self.n_cells).astype(np.int64)
         counted = np.bincount(self.assignment, weights=mask, minlength=self.n_cells)
         return counted.astype(np.int64)
 
@@ -757,9 +758,23 @@ class AutoPlanner:
             memo[key] = compute()
         return memo[key]
 
+    def _remember_many(
+        self, tag: str, values: npt.NDArray[np.float64], compute: Any
+    ) -> npt.NDArray[np.int64]:
+        """:meth:`_remember` for many values at once: ``compute`` (vectorised) runs only on the
+        values not remembered under ``tag`` yet."""
+        memo = self._memo
+        missing = np.array([x for x in values if (tag, float(x)) not in memo], dtype=np.float64)
+        if missing.size:
+            if len(memo) + missing.size > 4096:
+                memo.clear()
+            for x, answer in zip(missing, compute(missing), strict=True):
+                memo[(tag, float(x))] = int(answer)
+        return np.array([memo[(tag, float(x))] for x in values], dtype=np.int64)
+
     @cached_property
     def _memo(self) -> dict[tuple[str, float], Any]:
-        """The store of :meth:`_remember`."""
+        """The store of :meth:`_remember` and :meth:`_remember_many`."""
         return {}
 
     def ef_at_least(self, ef: float) -> int:
@@ -1129,8 +1144,6 @@ def _graph_costs(
     pushdown priced near the scan's cost became a scan at 1.9x the pushdown's time. In one
     sequence the machine's noise lands on every contender alike, and the scan is timed once.
     """
-    from arecall.vector._timing import interleaved
-
     repeats = check_positive_int("repeats", repeats)
     stats = _faiss.cvar.hnsw_stats
     ndis: dict[int, float] = {}
@@ -1219,7 +1232,7 @@ def auto(
     if n_allowed == index.n_docs:
         # No filter: the unfiltered calibration certifies a plain search directly.
         return _unfiltered(index, q, k, planner)
-    return _certified(index, q, k, mask, planner, ids)
+    return _certified(index, q, k, mask, planner, n_allowed, ids)
 
 
 def _count_allowed(
@@ -1290,12 +1303,13 @@ def _certified(
     k: int,
     mask: npt.NDArray[np.bool_],
     planner: AutoPlanner,
+    n_allowed: int,
     authorized_ids: npt.NDArray[np.int64] | None = None,
 ) -> tuple[Hits, Plan]:
     """The evidence-based plan of :func:`auto` (its preconditions checked by the caller;
-    ``authorized_ids``: the authorized documents, where the caller listed them)."""
+    ``n_allowed``: the caller's count of ``mask``; ``authorized_ids``: the authorized
+    documents, where the caller listed them)."""
     n_q = q.shape[0]
-    n_allowed = int(np.count_nonzero(mask)) if authorized_ids is None else int(authorized_ids.size)
     assert planner.ef_base is not None
     scan_cost = float(n_allowed)
     floor = 0.0  # the least local selectivity at which a walk may pay (below: scan)
@@ -1750,15 +1764,11 @@ def _first_ef(
         return np.asarray(direct_ef[back.reshape(-1)], dtype=np.int64)
     # Remembered per ℓ: a one-cell probe gives few distinct values (a clustered filter's cells
     # are 0 or 1), and the arithmetic below cost 0.7 ms a call whatever their number.
-    tag = "first independent" if independent else "first"
-    memo = planner._memo
-    missing = np.array([x for x in ell if (tag, float(x)) not in memo], dtype=np.float64)
-    if missing.size:
-        if len(memo) + missing.size > 4096:
-            memo.clear()
-        for x, ef in zip(missing, _cheapest_first_ef(planner, missing, independent), strict=True):
-            memo[(tag, float(x))] = int(ef)
-    best = np.array([memo[(tag, float(x))] for x in ell], dtype=np.int64)
+    best = planner._remember_many(
+        "first independent" if independent else "first",
+        ell,
+        lambda values: _cheapest_first_ef(planner, values, independent),
+    )
     return np.asarray(best[back.reshape(-1)], dtype=np.int64)
 
 
