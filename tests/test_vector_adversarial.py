@@ -141,6 +141,34 @@ def test_corpora_have_the_promised_geometry() -> None:
         adversarial_corpus("nope", 10, 2, 1)
 
 
+def test_workload_queries_are_fresh_draws_from_the_scored_queries_distribution() -> None:
+    # The benchmark picks its best fixed pushdown on these, so they must be new queries of the
+    # scored kind: anti queries from never-authorized clusters, half-space ones from the tail.
+    anti = adversarial_corpus("clustered-anti", 2000, 32, 30, n_clusters=20)
+    more = anti.workload_queries(200)
+    assert more.shape == (200, 32) and more.dtype == np.float32
+    np.testing.assert_array_equal(more, anti.workload_queries(200))  # seeded
+    assert not np.isin(more, anti.data.queries).all(axis=1).any()
+    assert not np.isin(more, anti.data.calibration_queries(200)).all(axis=1).any()
+    cents = np.stack([anti.data.vectors[anti.groups == g].mean(0) for g in range(20)])
+    nearest = np.argmax(more @ cents.T, axis=1)
+    assert not anti.mask(0.5)[np.isin(anti.groups, nearest)].any()
+    half = adversarial_corpus("lowrank-halfspace", 3000, 32, 50)
+    m = half.mask(0.3)
+    direction = np.linalg.lstsq(half.data.vectors, m.astype(np.float64) - 0.3, rcond=None)[0]
+    scored, fresh = half.data.queries @ direction, half.workload_queries(500) @ direction
+    held = half.data.calibration_queries(500) @ direction
+    assert fresh.max() < (half.data.vectors[m] @ direction).mean()
+    assert abs(fresh.mean() - scored.mean()) < 0.25 * abs(held.mean() - scored.mean())
+    for name in ("clustered-corr", "lowrank-uniform", "verity"):
+        corpus = adversarial_corpus(name, 1000, 16, 10, n_clusters=20)
+        q = corpus.workload_queries(7)
+        assert q.shape == (7, 16) and np.allclose(np.linalg.norm(q, axis=1), 1.0, atol=1e-6)
+        assert not np.isin(q, corpus.data.queries).all(axis=1).any()
+    with pytest.raises(ArecallError, match="n_workload"):
+        anti.workload_queries(0)
+
+
 def test_partitions_are_exact_on_whole_group_filters_and_measure_memory() -> None:
     corpus = adversarial_corpus("clustered-corr", 3000, 16, 30, n_clusters=20)
     part = PartitionedIndex(corpus.data.vectors, corpus.groups, min_size=100)
@@ -264,12 +292,15 @@ def test_benchmark_script_runs_and_checks_its_targets(tmp_path, capsys) -> None:
     spec.loader.exec_module(bench)
     out = tmp_path / "bench.md"
     argv = ["--n", "3000", "--queries", "20", "--corpora", "clustered-corr", "--min-calls", "2"]
-    argv += ["--min-time", "0.02"]
+    argv += ["--min-time", "0.02", "--workload-queries", "200"]
     assert bench.main([*argv, "--selectivities", "0.05,1", "--output", str(out)]) == 0
     text = out.read_text()
     assert "| clustered-corr | 5% | 150 |" in text and "every cell: met" in text
+    assert "best pushdown reaching the target on the scored and 200 workload queries)" in text
+    assert "min(scan, hindsight pushdown)" in text
     assert bench.main(["--corpora", "nope"]) == 2
     assert bench.main(["--min-calls", "0"]) == 2
+    assert bench.main(["--workload-queries", "-1"]) == 2
 
 
 def test_independence_check_skips_the_probe_only_for_filters_that_ignore_the_cells() -> None:

@@ -28,12 +28,16 @@ Clustered and low-rank corpora also carry ``groups`` (cluster ids; ``None`` wher
 groups), which partitioned indexes (`arecall.vector.partitions`) split on. ``calibration``
 queries are held out and drawn from the documents' distribution (all clusters / the whole
 subspace) — the planner never sees the adversarial query distribution before it is scored.
+``workload_queries`` are fresh draws from the *scored* queries' distribution (their own stream):
+the benchmark picks its best fixed pushdown for a filter on them, as an operator tuning an
+efSearch on their own traffic would, rather than on the very queries it is then scored on.
 Everything is seeded and vectorised (a million 128-d vectors in a few seconds).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -68,11 +72,28 @@ class AdversarialCorpus:
         scored queries; ``data.calibration_queries(n)`` held-out ones.
     groups : ndarray of int64 or None
         Cluster id per document (clustered corpora), else ``None``.
+    workload : callable
+        ``workload(n)``: ``n`` fresh queries of the scored kind (:meth:`workload_queries`).
     """
 
     name: str
     data: BenchData
     groups: npt.NDArray[np.int64] | None
+    workload: Callable[[int], npt.NDArray[np.float32]] = field(repr=False, compare=False)
+
+    def workload_queries(self, n: int) -> npt.NDArray[np.float32]:
+        """``n`` more queries from the scored queries' distribution, none of them scored.
+
+        Their own seeded stream, so the same call returns the same queries, and neither the
+        scored queries nor the calibration ones are among them.
+
+        Examples
+        --------
+        >>> c = adversarial_corpus("lowrank-halfspace", 2000, 16, 5)
+        >>> c.workload_queries(3).shape
+        (3, 16)
+        """
+        return self.workload(check_positive_int("n_workload", n))
 
     def mask(self, selectivity: float) -> npt.NDArray[np.bool_]:
         """The authorized documents at ``selectivity`` (``data.mask``)."""
@@ -89,7 +110,7 @@ def _rank_key(order: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
 
 def _clustered(
     n_docs: int, dims: int, n_queries: int, seed: int, *, n_clusters: int, spread: float, anti: bool
-) -> tuple[BenchData, npt.NDArray[np.int64]]:
+) -> tuple[BenchData, npt.NDArray[np.int64], Callable[[int], npt.NDArray[np.float32]]]:
     rng = np.random.default_rng([seed, 11])
     centers = rng.normal(size=(n_clusters, dims)).astype(np.float32) / np.float32(np.sqrt(dims))
     scale = np.float32(spread / np.sqrt(dims))
@@ -117,13 +138,17 @@ def _clustered(
         gen = np.random.default_rng([seed, 13])
         return draw(gen.integers(0, n_clusters, size=n).astype(np.int64), gen)
 
+    def workload(n: int) -> npt.NDArray[np.float32]:
+        gen = np.random.default_rng([seed, 14])
+        return draw(gen.choice(pool, size=n).astype(np.int64), gen)
+
     data = BenchData(vectors, queries, _rank_key(order), seed, sampler=held_out)
-    return data, groups
+    return data, groups, workload
 
 
 def _lowrank(
     n_docs: int, dims: int, n_queries: int, seed: int, *, rank: int, noise: float, halfspace: bool
-) -> BenchData:
+) -> tuple[BenchData, Callable[[int], npt.NDArray[np.float32]]]:
     rng = np.random.default_rng([seed, 21])
     basis = rng.normal(size=(rank, dims)).astype(np.float32)
     amplitude = np.float32(noise * np.sqrt(rank))
@@ -140,21 +165,39 @@ def _lowrank(
     vectors = draw(n_docs, rng)
     q_rng = np.random.default_rng([seed, 22])
     direction = l2_normalise(q_rng.normal(size=(1, rank)).astype(np.float32) @ basis)[0]
+
+    def scored_kind(n: int, gen: np.random.Generator) -> npt.NDArray[np.float32]:
+        if not halfspace:
+            return draw(n, gen)
+        # The 5% of the subspace lowest along `direction`, opposite the authorized half-space.
+        pool = draw(20 * n, gen)
+        return np.ascontiguousarray(pool[np.argsort(pool @ direction, kind="stable")[:n]])
+
     if halfspace:
-        # Authorized: furthest along `direction`; queries: the 5% lowest along it.
+        # Authorized: furthest along `direction`.
         order = np.argsort(-(vectors @ direction), kind="stable").astype(np.int64)
-        pool = draw(20 * n_queries, q_rng)
-        queries = pool[np.argsort(pool @ direction, kind="stable")[:n_queries]]
     else:
         order = rng.permutation(n_docs).astype(np.int64)
-        queries = draw(n_queries, q_rng)
+    queries = scored_kind(n_queries, q_rng)
 
     def held_out(n: int) -> npt.NDArray[np.float32]:
         return draw(n, np.random.default_rng([seed, 23]))
 
-    return BenchData(
-        vectors, np.ascontiguousarray(queries), _rank_key(order), seed, sampler=held_out
-    )
+    def workload(n: int) -> npt.NDArray[np.float32]:
+        return scored_kind(n, np.random.default_rng([seed, 24]))
+
+    data = BenchData(vectors, queries, _rank_key(order), seed, sampler=held_out)
+    return data, workload
+
+
+def _isotropic_workload(seed: int, dims: int) -> Callable[[int], npt.NDArray[np.float32]]:
+    """verity's query distribution (isotropic unit Gaussians), from a stream it never uses."""
+
+    def workload(n: int) -> npt.NDArray[np.float32]:
+        gen = np.random.default_rng([seed, 3])
+        return l2_normalise(gen.normal(size=(n, dims)).astype(np.float32))
+
+    return workload
 
 
 def adversarial_corpus(
@@ -203,7 +246,7 @@ def adversarial_corpus(
         n_clusters = check_positive_int("n_clusters", n_clusters, minimum=2)
         if not spread > 0:
             raise ArecallError(f"spread={spread!r}: must be positive")
-        data, groups = _clustered(
+        data, groups, workload = _clustered(
             n_docs,
             dims,
             n_queries,
@@ -212,10 +255,10 @@ def adversarial_corpus(
             spread=spread,
             anti=name == "clustered-anti",
         )
-        return AdversarialCorpus(name, data, groups)
+        return AdversarialCorpus(name, data, groups, workload)
     if name in ("lowrank-halfspace", "lowrank-uniform"):
         rank = check_positive_int("rank", rank)
-        data = _lowrank(
+        data, workload = _lowrank(
             n_docs,
             dims,
             n_queries,
@@ -224,7 +267,8 @@ def adversarial_corpus(
             noise=noise,
             halfspace=name == "lowrank-halfspace",
         )
-        return AdversarialCorpus(name, data, None)
+        return AdversarialCorpus(name, data, None, workload)
     if name == "verity":
-        return AdversarialCorpus(name, generate(n_docs, dims, n_queries, seed), None)
+        data = generate(n_docs, dims, n_queries, seed)
+        return AdversarialCorpus(name, data, None, _isotropic_workload(seed, dims))
     raise ArecallError(f"corpus={name!r}: must be one of {', '.join(ADVERSARIAL_CORPORA)}")
