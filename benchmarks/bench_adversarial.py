@@ -9,8 +9,8 @@ Usage (the README figures came from the first two lines):
 
 Corpora: ``arecall.vector.adversarial`` (clustered with anti-correlated and correlated queries,
 low-rank with a half-space filter and opposite-tail queries, low-rank uniform, verity's). Per
-corpus one HNSW graph (M=16, built with ``--threads``), ``auto`` calibrated on held-out queries
-of the documents' distribution; per selectivity:
+corpus one HNSW graph (M=16, built with ``--threads``), ``auto`` calibrated on
+``--calibration-queries`` held-out queries of the documents' distribution; per selectivity:
 
 * ``auto`` — recall@k, returned/k, QPS, and the plan with its evidence;
 * ``scan`` — the exact scan of the authorized subset (the oracle), QPS;
@@ -78,6 +78,7 @@ from arecall.vector.index import Hits, VectorIndex, build_index, set_threads
 from arecall.vector.oracle import recall_loss
 from arecall.vector.partitions import PartitionedIndex
 from arecall.vector.placement import (
+    DEFAULT_CALIBRATION_QUERIES,
     AutoPlanner,
     auto,
     calibrate_auto,
@@ -184,12 +185,19 @@ def run_corpus(
     corpus, t_gen = clock(adversarial_corpus, name, args.n, 128, args.queries, args.seed)
     data = corpus.data
     index, t_build = clock(_index, data.vectors, args)
-    cal = data.calibration_queries(args.queries)
+    held_out = data.calibration_queries(max(args.calibration_queries, args.queries))
+    cal = held_out[: args.queries]  # the graph costs are timed on batches like the scored one
     graph_cost = (
         measure_graph_cost(index, cal, args.k) if args.graph_cost is None else args.graph_cost
     )
     planner: AutoPlanner
-    planner, t_cal = clock(calibrate_auto, index, args.k, queries=cal[:100], graph_cost=graph_cost)
+    planner, t_cal = clock(
+        calibrate_auto,
+        index,
+        args.k,
+        queries=held_out[: args.calibration_queries],
+        graph_cost=graph_cost,
+    )
     if args.graph_cost is None:
         # A graph distance costs more at a large efSearch (bigger heaps, a walk that strays from
         # the cache): at 1M clustered vectors one cost 70–87 scan distances at efSearch 9742
@@ -417,6 +425,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--target", type=float, default=0.95)
     parser.add_argument(
+        "--calibration-queries",
+        type=int,
+        default=DEFAULT_CALIBRATION_QUERIES,
+        help="held-out queries auto is calibrated on (of the documents' distribution)",
+    )
+    parser.add_argument(
         "--workload-queries",
         type=int,
         default=1000,
@@ -486,6 +500,8 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     infos = []
     try:
+        if args.calibration_queries < 1:
+            raise ArecallError(f"--calibration-queries={args.calibration_queries}: must be ≥ 1")
         if args.workload_queries < 0:
             raise ArecallError(f"--workload-queries={args.workload_queries}: must be ≥ 0")
         if args.min_calls < 1 or not args.min_time > 0:

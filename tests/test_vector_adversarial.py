@@ -31,6 +31,7 @@ from arecall.vector.placement import (
     AutoPlanner,
     Cells,
     _below_goal,
+    _second_look,
     auto,
     calibrate_auto,
     coarse_cells,
@@ -89,6 +90,7 @@ def test_fast_size_only_rule_fails_on_the_same_index(anti_small) -> None:
 
 def test_plan_reports_its_evidence(anti_small) -> None:
     corpus, index, planner = anti_small
+    planner = replace(planner, second_look=None)
     hits, plan = auto(index, corpus.data.queries, K, corpus.mask(1.0), planner)
     assert plan.method == "pushdown" and plan.predicted_recall is not None
     # No filter: one plain graph search at ef_base, certified by the unfiltered calibration.
@@ -100,6 +102,96 @@ def test_plan_reports_its_evidence(anti_small) -> None:
     assert "local s=1.00" in text and "certified recall" in text
     _, plan = auto(index, corpus.data.queries, K, corpus.mask(0.30), planner)
     assert plan.local_selectivity is not None and plan.local_selectivity < 0.1  # anti-correlated
+
+
+def test_a_plain_search_looks_again_at_exactly_the_queries_whose_kth_hit_lies_far(
+    anti_small, monkeypatch
+) -> None:
+    corpus, index, planner = anti_small
+    q = corpus.data.queries
+    assert planner.ef_base is not None
+    lo, hi = K, planner.ef_at_least(planner.ef_base)
+    first = index.search(q, K, ef_search=lo)
+    threshold = float(np.median(first.scores[:, -1]))
+    far = np.flatnonzero(first.scores[:, -1] < threshold)
+    assert 0 < far.size < q.shape[0]
+    look = (lo, threshold, hi, 0.1, 0.9, 1.0)
+    planner = replace(planner, second_look=look)
+    assert planner.walk_cost(lo) + 0.1 * planner.walk_cost(hi) < planner.walk_cost(hi)
+    calls: list[tuple[int, int]] = []
+    search = VectorIndex.search
+
+    def spy(self, queries, k, *, ef_search=None):  # type: ignore[no-untyped-def]
+        calls.append((len(queries), int(ef_search)))
+        return search(self, queries, k, ef_search=ef_search)
+
+    monkeypatch.setattr(VectorIndex, "search", spy)
+    hits, plan = auto(index, q, K, corpus.mask(1.0), planner)
+    assert calls == [(q.shape[0], lo), (far.size, hi)]
+    again = search(index, q[far], K, ef_search=hi)
+    np.testing.assert_array_equal(hits.ids[far], again.ids)
+    near = np.setdiff1d(np.arange(q.shape[0]), far)
+    np.testing.assert_array_equal(hits.ids[near], first.ids[near])
+    assert (plan.ef_min, plan.ef_search, plan.n_escalated) == (lo, hi, far.size)
+    assert plan.predicted_recall == pytest.approx((far.size + 0.9 * near.size) / q.shape[0])
+    assert f"ef={lo}..{hi}" in str(plan) and f"{far.size} escalated" in str(plan)
+    # Dearer than one plain search (all of the calibration's queries looked at again): plain.
+    calls.clear()
+    auto(
+        index, q, K, corpus.mask(1.0), replace(planner, second_look=(lo, threshold, hi, 1.0, 1, 1))
+    )
+    assert calls == [(q.shape[0], hi)]
+
+
+_EFS = [10, 16, 20, 23, 27, 32, 39, 46, 54, 64, 77, 91, 108, 128]
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_second_look_is_the_cheapest_certified_one_and_beats_the_plain_search(data) -> None:
+    n_q = data.draw(st.integers(4, 40))
+    top = data.draw(st.integers(2, len(_EFS)))
+    efs = _EFS[:top]
+    level = st.lists(st.integers(0, 10), min_size=n_q, max_size=n_q)
+    walks = {
+        e: (np.array(data.draw(level), dtype=np.float64) / 10, np.array(data.draw(level)) / 10)
+        for e in efs
+    }
+    ndis = dict(
+        zip(
+            efs,
+            np.cumsum(data.draw(st.lists(st.floats(1, 50), min_size=top, max_size=top))),
+            strict=True,
+        )
+    )
+    ef_base = data.draw(st.sampled_from(efs))
+    wanted = data.draw(st.floats(0.3, 1.0))
+    got = _second_look(walks, ndis, ef_base, wanted)
+    # Every (first efSearch, share) the calibration may choose, priced from scratch.
+    best = None
+    for lo in (e for e in efs if e < ef_base):
+        his = [e for e in efs if e >= 4 * lo]
+        if not his:
+            continue
+        for share in (0.05, 0.1):
+            score = walks[lo][1]
+            far = score < np.quantile(score, share)
+            recall_ = np.where(far, walks[his[0]][0], walks[lo][0]).mean()
+            cost = ndis[lo] + far.mean() * ndis[his[0]]
+            if recall_ >= wanted and cost < ndis[ef_base] and (best is None or cost < best):
+                best = cost
+    if best is None:
+        assert got is None
+        return
+    assert got is not None
+    lo, threshold, hi, flagged, r_near, r_far = got
+    far = walks[lo][1] < threshold
+    assert lo < ef_base and hi >= 4 * lo and flagged == far.mean()
+    assert ndis[lo] + flagged * ndis[hi] == pytest.approx(best)
+    assert np.where(far, walks[hi][0], walks[lo][0]).mean() >= wanted
+    assert r_near * (1 - flagged) + r_far * flagged == pytest.approx(
+        np.where(far, walks[hi][0], walks[lo][0]).mean()
+    )
 
 
 @pytest.mark.long

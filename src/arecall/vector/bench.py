@@ -40,6 +40,7 @@ from arecall.vector.generator import BenchData, generate, generate_lowrank
 from arecall.vector.index import Hits, VectorIndex, build_index, set_threads
 from arecall.vector.oracle import recall_loss
 from arecall.vector.placement import (
+    DEFAULT_CALIBRATION_QUERIES,
     DEFAULT_GRAPH_COST,
     AutoPlanner,
     auto,
@@ -111,7 +112,7 @@ def _build(
         calibrate_auto,
         index,
         k,
-        queries=data.calibration_queries(),
+        queries=data.calibration_queries(DEFAULT_CALIBRATION_QUERIES),
         target_recall=target_recall,
         graph_cost=graph_cost,
     )

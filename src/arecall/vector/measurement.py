@@ -32,7 +32,13 @@ from arecall.vector.config import PLACEMENTS, SELECTIVITIES, IndexConfig, Vector
 from arecall.vector.generator import BenchData, generate
 from arecall.vector.index import Hits, VectorIndex, build_index
 from arecall.vector.oracle import score_hits
-from arecall.vector.placement import DEFAULT_GRAPH_COST, AutoPlanner, answer, check_placements
+from arecall.vector.placement import (
+    DEFAULT_CALIBRATION_QUERIES,
+    DEFAULT_GRAPH_COST,
+    AutoPlanner,
+    answer,
+    check_placements,
+)
 from arecall.vector.stores import Below, VectorStore, make_store, store_from_config
 
 __all__ = [
@@ -252,7 +258,7 @@ def experiment(
     target_recall: float = IndexConfig.target_recall,
     store: str = IndexConfig.store,
     graph_cost: float = DEFAULT_GRAPH_COST,
-    n_calibration: int = 100,
+    n_calibration: int = DEFAULT_CALIBRATION_QUERIES,
     threads: int | None = None,
     data: BenchData | None = None,
 ) -> pd.DataFrame:
