@@ -500,6 +500,32 @@ def test_a_retry_never_walks_for_more_than_a_scan_beside_queries_scanned_anyway(
     assert recall(hits, oracle) >= 0.95 and (hits.returned() == K).all()
 
 
+def test_a_query_walks_only_where_its_walk_costs_less_than_it_saves_the_batch_scan() -> None:
+    # A batch scan streams the authorized vectors through memory once whatever its size: at
+    # 100,000 clustered vectors and 30%, a plan walking 64 queries and scanning 136, priced
+    # at 0.98x the scan query by query, ran 1.13x — taking a query out of the scan saved
+    # 0.84 of its mean share (AutoPlanner.scan_slopes). Priced at the slope, the same walks
+    # do not pay and the batch is scanned; priced whole, they do. And a mixed plan's scanned
+    # queries carry the pass the walked ones did not save, so its reported cost rises.
+    corpus, index, planner = setup("clustered-corr", 3000, 16, 30)
+    mask = corpus.mask(0.5)
+    q = corpus.data.queries
+
+    def plan_at(graph_cost: float, slope: float) -> tuple[Hits, object]:
+        p = replace(planner, graph_cost=graph_cost, scan_slopes=((0.125, slope), (0.5, slope)))
+        return auto(index, q, K, mask, p)
+
+    _, whole = plan_at(3.0, 1.0)
+    hits, at_slope = plan_at(3.0, 0.5)
+    assert whole.method == "pushdown" and (whole.n_fallback or 0) > 0, str(whole)
+    assert at_slope.method == "exact", str(at_slope)
+    np.testing.assert_array_equal(hits.ids, index.exact(q, K, mask).ids)
+    (_, cheap), (_, dear) = plan_at(1.0, 1.0), plan_at(1.0, 0.5)
+    assert str(cheap).split("; cost")[0] == str(dear).split("; cost")[0]
+    assert cheap.cost_auto is not None and dear.cost_auto is not None
+    assert dear.cost_auto > cheap.cost_auto
+
+
 def test_bench_keeps_freed_memory_so_a_scan_does_not_page_fault_each_call() -> None:
     # Every scan call allocated its half-gigabyte of temporaries afresh above glibc's mmap
     # threshold: mapped, faulted in, unmapped — kernel time that decided the benchmark's A/A

@@ -87,7 +87,10 @@ queries from never-authorized ones), a query inside an authorized cluster a smal
    So for such a filter only a strided sample of the batch (16 queries, or an eighth) reads
    its list, to run that check; if it passes, the rest go straight to pushdown at the
    efSearch where the interpolated calibration curve crosses the target
-   (``AutoPlanner.ef_direct``), with no second walk for short lists.
+   (``AutoPlanner.ef_direct``), with no second walk for short lists. That target keeps the
+   margin the batch needs, not a fixed one: ``target_recall`` plus 2.33 standard errors of
+   the batch's mean against the calibration's, from the per-query spread the calibration
+   measured (``AutoPlanner.aim``), within [``margin``/2, ``margin``].
 3. **Escalate once, then scan.** If the mean certified recall over the batch is below
    ``target_recall + margin/2``, the fewest lowest-certified queries are searched once more
    at the efSearch their evidence asks for (at least twice the first), if that is still
@@ -158,6 +161,10 @@ DEFAULT_GRAPH_COST = 16.0
 #: queries' recall was 0.924. Five draws of 400, with the second look (:func:`_second_look`),
 #: returned 0.962–0.969 on them.
 DEFAULT_CALIBRATION_QUERIES = 400
+
+#: Standard errors of a batch's mean recall that :meth:`AutoPlanner.aim` keeps above the
+#: target: the one-sided 99% point of the normal distribution.
+_MARGIN_Z = float(special.ndtri(0.99))
 
 
 def post(
@@ -521,6 +528,57 @@ def _probe_width(ef: int, cells: Cells) -> int:
 _Curve = tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]
 """(log efSearch, recall) points of one calibrated share."""
 
+_Table = tuple[
+    npt.NDArray[np.float64],
+    npt.NDArray[np.float64],
+    npt.NDArray[np.float64],
+    npt.NDArray[np.float64],
+]
+"""(shares descending, the union grid of log efSearch, each share's values on it, each share's
+first log efSearch) — what :func:`_lookup` reads."""
+
+
+def _curve_table(shares: npt.NDArray[np.float64], curves: list[_Curve]) -> _Table:
+    """The curves of :meth:`AutoPlanner._curves` on one grid (:func:`_lookup`'s table)."""
+    grid = np.unique(np.concatenate([le for le, _ in curves]))
+    values = np.stack(
+        [np.interp(grid, le, r, left=0.0 if i else r[0]) for i, (le, r) in enumerate(curves)]
+    )
+    firsts = np.array([le[0] if i else -np.inf for i, (le, _) in enumerate(curves)])
+    return shares, grid, values, firsts
+
+
+def _lookup(table: _Table, ef: npt.ArrayLike, share: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """A calibrated value at efSearch ``ef`` and ``share`` (:meth:`AutoPlanner.filtered_recall`
+    says how: linear in log efSearch, 0 before a filtered curve's first point, flat past its
+    last; between two calibrated shares linear in log share; 0 below the smallest)."""
+    efs = np.asarray(ef, dtype=np.float64)
+    x = np.broadcast_to(np.asarray(share, dtype=np.float64), efs.shape).ravel()
+    shares, grid, values, firsts = table
+    log_ef = np.log(np.maximum(efs, 1.0)).ravel()
+    # Each curve is linear in log efSearch between the union of all calibrated points (a
+    # superset of its own), 0 before its first point (the unfiltered one: its first value)
+    # and flat past the last: one table lookup instead of an interp per curve per call.
+    j = np.clip(np.searchsorted(grid, log_ef, side="right") - 1, 0, grid.size - 1)
+    j1 = np.minimum(j + 1, grid.size - 1)
+    span = grid[j1] - grid[j]
+    w = np.clip(np.where(span > 0, (log_ef - grid[j]) / np.where(span > 0, span, 1.0), 0), 0, 1)
+
+    def curve(i: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        v = values[i, j] + w * (values[i, j1] - values[i, j])
+        return np.asarray(np.where(log_ef < firsts[i], 0.0, v), dtype=np.float64)
+
+    out = np.where(x >= 1.0, curve(np.zeros(x.shape, np.int64)), 0.0)
+    if shares.size > 1:
+        # shares descend from 1.0; lo_i is the first calibrated share ≤ x, hi_i the one above
+        lo_i = np.clip(np.searchsorted(-shares, -x, side="left"), 1, shares.size - 1)
+        hi_i = lo_i - 1
+        lo, hi = shares[lo_i], shares[hi_i]
+        t = np.log(np.maximum(x, lo) / lo) / np.log(hi / lo)
+        v_lo = curve(lo_i)
+        out = np.where((x >= lo) & (x < hi), v_lo + t * (curve(hi_i) - v_lo), out)
+    return np.asarray(out, dtype=np.float64).reshape(efs.shape)
+
 
 @dataclass(frozen=True)
 class AutoPlanner:
@@ -560,6 +618,18 @@ class AutoPlanner:
     """Measured (share, efSearch, recall@k) of pushdown under *uniform* filters of that share
     (1/2, 1/4, …) on the calibration queries: what a search at efSearch delivers when a given
     share of its neighbourhood is authorized."""
+    spread: tuple[tuple[float, int, float], ...] = field(default=())
+    """Measured (share, efSearch, standard deviation of the per-query recall@k) at each point of
+    ``recall`` (share 1.0) and ``filtered``: how far a batch's mean can fall from the
+    calibration's (:meth:`aim`). Empty: unknown, and a direct pushdown keeps the whole margin."""
+    n_calibration: int = 0
+    """How many held-out queries the calibration measured (0: unknown)."""
+    scan_slopes: tuple[tuple[float, float], ...] = field(default=())
+    """Measured (share, slope), ascending (:func:`measure_graph_costs`): what one more query
+    adds to a batch scan of that share of the documents, as a share of the batch's mean
+    per-query cost. A scan streams the authorized vectors through memory once whatever the
+    batch, so a query taken out of it to walk saves less than its mean share — at 100,000
+    clustered vectors and 200 queries 0.92 at 10%, 0.84 at 30%, 0.72 at 50%. Empty: 1."""
     second_look: tuple[int, float, int, float, float, float] | None = field(default=None)
     """The unfiltered plan's second look (:func:`_second_look`): (efSearch first, k-th score
     threshold, efSearch again, share of the calibration queries below the threshold, recall of
@@ -568,23 +638,26 @@ class AutoPlanner:
 
     def _curves(
         self,
+        unfiltered: Sequence[tuple[int, float]],
+        filtered: Sequence[tuple[float, int, float]],
     ) -> tuple[
         npt.NDArray[np.float64], list[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]]
     ]:
-        """(shares descending, starting at 1.0; per share the (log efSearch, recall) measured)."""
+        """(shares descending, starting at 1.0; per share the (log efSearch, value) measured),
+        from unfiltered (efSearch, value) and filtered (share, efSearch, value) points."""
         shares = [1.0]
         curves: list[_Curve] = []
-        if self.recall:
+        if unfiltered:
             curves.append(
                 (
-                    np.log([float(e) for e, _ in self.recall]),
-                    np.array([r for _, r in self.recall], dtype=np.float64),
+                    np.log([float(e) for e, _ in unfiltered]),
+                    np.array([r for _, r in unfiltered], dtype=np.float64),
                 )
             )
         else:  # nothing measured: the unfiltered search is taken as exact (predicted_recall)
             curves.append((np.zeros(1), np.ones(1)))
-        for grid in sorted({g for g, _, _ in self.filtered}, reverse=True):
-            points = sorted((e, r) for g, e, r in self.filtered if g == grid)
+        for grid in sorted({g for g, _, _ in filtered}, reverse=True):
+            points = sorted((e, r) for g, e, r in filtered if g == grid)
             shares.append(grid)
             curves.append(
                 (
@@ -611,56 +684,43 @@ class AutoPlanner:
         >>> np.round(p.filtered_recall([32, 32, 32, 16], [1.0, 0.5, 0.1, 0.7]), 3).tolist()
         [1.0, 0.96, 0.0, 0.92]
         """
-        efs = np.asarray(ef, dtype=np.float64)
-        x = np.broadcast_to(np.asarray(share, dtype=np.float64), efs.shape).ravel()
-        shares, grid, values, firsts = self._table
-        log_ef = np.log(np.maximum(efs, 1.0)).ravel()
-        # Each curve is linear in log efSearch between the union of all calibrated points (a
-        # superset of its own), 0 before its first point (the unfiltered one: its first value)
-        # and flat past the last: one table lookup instead of an interp per curve per call.
-        j = np.clip(np.searchsorted(grid, log_ef, side="right") - 1, 0, grid.size - 1)
-        j1 = np.minimum(j + 1, grid.size - 1)
-        span = grid[j1] - grid[j]
-        w = np.clip(np.where(span > 0, (log_ef - grid[j]) / np.where(span > 0, span, 1.0), 0), 0, 1)
+        return _lookup(self._table, ef, share)
 
-        def curve(i: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-            v = values[i, j] + w * (values[i, j1] - values[i, j])
-            return np.asarray(np.where(log_ef < firsts[i], 0.0, v), dtype=np.float64)
+    def recall_spread(self, ef: npt.ArrayLike, share: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """The calibration queries' per-query standard deviation of recall@k at efSearch ``ef``
+        and ``share``, interpolated like :meth:`filtered_recall` (1.0 where nothing was
+        measured: the most a spread of recalls in [0, 1] can be, so the margin stays whole).
 
-        out = np.where(x >= 1.0, curve(np.zeros(x.shape, np.int64)), 0.0)
-        if shares.size > 1:
-            # shares descend from 1.0; lo_i is the first calibrated share ≤ x, hi_i the one above
-            lo_i = np.clip(np.searchsorted(-shares, -x, side="left"), 1, shares.size - 1)
-            hi_i = lo_i - 1
-            lo, hi = shares[lo_i], shares[hi_i]
-            t = np.log(np.maximum(x, lo) / lo) / np.log(hi / lo)
-            v_lo = curve(lo_i)
-            out = np.where((x >= lo) & (x < hi), v_lo + t * (curve(hi_i) - v_lo), out)
-        return np.asarray(out, dtype=np.float64).reshape(efs.shape)
+        Examples
+        --------
+        >>> p = AutoPlanner(n_docs=1000, k=10, ef_base=16, recall=((16, 0.98),),
+        ...                 filtered=((0.5, 16, 0.9), (0.5, 32, 0.96)),
+        ...                 spread=((1.0, 16, 0.05), (0.5, 16, 0.1), (0.5, 32, 0.06)))
+        >>> np.round(p.recall_spread([16, 32, 24], [1.0, 0.5, 0.5]), 3).tolist()
+        [0.05, 0.06, 0.077]
+        """
+        if not self.spread:
+            return np.ones(np.broadcast_shapes(np.shape(ef), np.shape(share)))
+        return _lookup(self._spread_table, ef, share)
 
     @cached_property
-    def _table(
-        self,
-    ) -> tuple[
-        npt.NDArray[np.float64],
-        npt.NDArray[np.float64],
-        npt.NDArray[np.float64],
-        npt.NDArray[np.float64],
-    ]:
+    def _table(self) -> _Table:
         """(shares descending, the union grid of log efSearch, each share's recall on it, each
         share's first log efSearch — −∞ for the unfiltered curve, held at its first value)."""
-        shares, curves = self._curves()
-        grid = np.unique(np.concatenate([le for le, _ in curves]))
-        values = np.stack(
-            [np.interp(grid, le, r, left=0.0 if i else r[0]) for i, (le, r) in enumerate(curves)]
-        )
-        firsts = np.array([le[0] if i else -np.inf for i, (le, _) in enumerate(curves)])
-        return shares, grid, values, firsts
+        return _curve_table(*self._curves(self.recall, self.filtered))
 
-    def ef_needed(self, share: npt.ArrayLike, *, between: bool = False) -> npt.NDArray[np.float64]:
+    @cached_property
+    def _spread_table(self) -> _Table:
+        """:attr:`_table` for the per-query spread (``spread``)."""
+        unfiltered = [(e, v) for g, e, v in self.spread if g >= 1.0]
+        return _curve_table(*self._curves(unfiltered, [p for p in self.spread if p[0] < 1.0]))
+
+    def ef_needed(
+        self, share: npt.ArrayLike, *, between: bool = False, wanted: float | None = None
+    ) -> npt.NDArray[np.float64]:
         """Smallest calibrated efSearch whose :meth:`filtered_recall` at ``share`` reaches
-        ``target_recall + margin``; ``ef_base / share`` where the calibration never reached the
-        target or measured no share that low.
+        ``wanted`` (default ``target_recall + margin``); ``ef_base / share`` where the
+        calibration never reached it or measured no share that low.
 
         With ``between``, the efSearch between that one and the calibrated one below it where
         the interpolated recall (the same curve :meth:`filtered_recall` certifies with) crosses
@@ -680,7 +740,8 @@ class AutoPlanner:
         base = float(self.ef_base or self.k)
         grid = sorted({float(e) for e, _ in self.recall} | {float(e) for _, e, _ in self.filtered})
         grid = [e for e in grid if e >= base] or [base]
-        wanted = min(1.0, self.target_recall + self.margin)
+        if wanted is None:
+            wanted = min(1.0, self.target_recall + self.margin)
         efs = np.broadcast_to(np.array(grid), (*shares.shape, len(grid)))
         values = self.filtered_recall(efs, shares[..., None])
         reached = values >= wanted - 1e-12
@@ -722,15 +783,54 @@ class AutoPlanner:
         between the held-out queries and the scored ones."""
         return min(1.0, self.target_recall + self.margin / 2)
 
-    def ef_direct(self, share: float) -> int:
-        """The efSearch of a direct pushdown under a uniform filter of ``share``: where the
-        interpolated calibration curve crosses ``target_recall + margin``
+    def aim(self, share: float, n_queries: int | None = None) -> float:
+        """The calibrated recall a direct pushdown under a uniform filter of ``share`` aims at
+        for a batch of ``n_queries``: ``target_recall`` plus the margin the calibration's own
+        spread asks for, within [``margin``/2, ``margin``].
+
+        A batch's mean recall differs from the calibration's by the noise of both samples:
+        with per-query standard deviation σ (``recall_spread``, read where the curve crosses
+        the goal), by σ·√(1/n_calibration + 1/n_queries). ``_MARGIN_Z`` (2.33) of those keeps
+        a batch from the calibration's distribution at the target 99 times in 100. On 100,000
+        low-rank vectors σ is about 0.06 (the margin comes out 0.012 for 200 queries, and a
+        uniform 50% filter is pushed down at efSearch 31 instead of 34); on the clustered
+        corpus about 0.17, and the whole margin (0.02, the gap once measured there between
+        held-out and scored queries) stays. Without a batch size or a measured spread: the
+        whole margin.
+
+        Examples
+        --------
+        >>> p = AutoPlanner(n_docs=1000, k=10, ef_base=16, recall=((16, 0.98),),
+        ...                 filtered=((0.5, 16, 0.9), (0.5, 32, 0.98)),
+        ...                 spread=((1.0, 16, 0.05), (0.5, 16, 0.06), (0.5, 32, 0.06)),
+        ...                 n_calibration=400)
+        >>> p.aim(0.5), round(p.aim(0.5, 200), 3), p.aim(0.5, 1)
+        (0.97, 0.962, 0.97)
+        >>> p.ef_direct(0.5), p.ef_direct(0.5, 200)
+        (30, 28)
+        """
+        whole = min(1.0, self.target_recall + self.margin)
+        if n_queries is None or self.n_calibration <= 0 or not self.spread:
+            return whole
+        goal = self.goal
+        at = float(self.ef_needed(np.array([share]), between=True, wanted=goal)[0])
+        if float(self.filtered_recall(np.array([at]), share)[0]) < goal - 1e-9:
+            return whole  # never reached at this share: no spread measured where it matters
+        sd = float(self.recall_spread(np.array([at]), share)[0])
+        noise = sd * math.sqrt(1.0 / self.n_calibration + 1.0 / max(1, n_queries))
+        return float(min(whole, max(goal, self.target_recall + _MARGIN_Z * noise)))
+
+    def ef_direct(self, share: float, n_queries: int | None = None) -> int:
+        """The efSearch of a direct pushdown under a uniform filter of ``share`` for a batch of
+        ``n_queries``: where the interpolated calibration curve crosses :meth:`aim`
         (``ef_needed(between=True)``), rounded up, at least ``ef_base``'s rung, within [k, n].
 
-        The whole margin, not half: on the clustered corpus the scored queries' recall ran
-        0.02 below the held-out queries' at the same efSearch (aimed at the batch's goal, 0.96,
-        a plain search returned 0.940). Cached per share: ``auto`` asks on every call, and at
-        100,000 vectors the numpy arithmetic was 3% of the search.
+        The aim keeps half the margin at least, and the whole margin where the per-query
+        recall is spread wide or the batch is small: on the clustered corpus the scored
+        queries' recall ran 0.02 below the held-out queries' at the same efSearch (aimed at
+        the batch's goal, 0.96, a plain search returned 0.940). Cached per share and batch
+        size: ``auto`` asks on every call, and at 100,000 vectors the numpy arithmetic was 3%
+        of the search.
 
         Examples
         --------
@@ -741,13 +841,14 @@ class AutoPlanner:
         """
 
         def compute() -> int:
-            cross = float(self.ef_needed(np.array([share]), between=True)[0])
+            wanted = self.aim(share, n_queries)
+            cross = float(self.ef_needed(np.array([share]), between=True, wanted=wanted)[0])
             lowest = self.ef_at_least(float(self.ef_base or self.k))
             return int(np.clip(max(math.ceil(cross - 1e-9), lowest), self.k, self.n_docs))
 
-        return int(self._remember(("direct", float(share)), compute))
+        return int(self._remember(("direct", float(share), n_queries), compute))
 
-    def direct_recall(self, share: float) -> float:
+    def direct_recall(self, share: float, n_queries: int | None = None) -> float:
         """The uniform-filter calibration's recall for pushdown at :meth:`ef_direct` (cached).
 
         Examples
@@ -757,14 +858,15 @@ class AutoPlanner:
         >>> p.ef_direct(0.5), round(p.direct_recall(0.5), 3)
         (30, 0.973)
         """
-        ef = float(self.ef_direct(share))
+        ef = float(self.ef_direct(share, n_queries))
         return float(
             self._remember(
-                ("recall", float(share)), lambda: self.filtered_recall(np.array([ef]), share)[0]
+                ("recall", float(share), n_queries),
+                lambda: self.filtered_recall(np.array([ef]), share)[0],
             )
         )
 
-    def _remember(self, key: tuple[str, float], compute: Any) -> Any:
+    def _remember(self, key: tuple[Any, ...], compute: Any) -> Any:
         """``compute()``, once per key: answers that depend only on the (frozen) calibration
         and one number. Bounded: one entry per distinct share or efSearch, cleared past 4,096."""
         memo = self._memo
@@ -789,7 +891,7 @@ class AutoPlanner:
         return np.array([memo[(tag, float(x))] for x in values], dtype=np.int64)
 
     @cached_property
-    def _memo(self) -> dict[tuple[str, float], Any]:
+    def _memo(self) -> dict[tuple[Any, ...], Any]:
         """The store of :meth:`_remember` and :meth:`_remember_many`."""
         return {}
 
@@ -868,6 +970,24 @@ class AutoPlanner:
         return float(
             self._remember(("walk", float(ef)), lambda: self.walk_costs(np.array([float(ef)]))[0])
         )
+
+    def scan_slope(self, share: float) -> float:
+        """:attr:`scan_slopes` at ``share``, interpolated in log share (held flat past either
+        end; 1 where none were measured).
+
+        Examples
+        --------
+        >>> p = AutoPlanner(n_docs=1000, k=10, ef_base=16, scan_slopes=((0.1, 0.9), (0.4, 0.7)))
+        >>> p.scan_slope(0.05), p.scan_slope(0.2), p.scan_slope(1.0)
+        (0.9, 0.8, 0.7)
+        >>> AutoPlanner(n_docs=1000, k=10, ef_base=16).scan_slope(0.2)  # nothing measured
+        1.0
+        """
+        if not self.scan_slopes:
+            return 1.0
+        at = np.log([g for g, _ in self.scan_slopes])
+        slope = np.interp(np.log(max(share, 1e-12)), at, [v for _, v in self.scan_slopes])
+        return float(slope)
 
     def distances(self, ef: int) -> float:
         """Estimated distance computations per query at ``ef`` (log-log interpolation, ≤ n).
@@ -953,8 +1073,9 @@ def synthetic_queries(
     return np.ascontiguousarray(out, dtype=np.float32)
 
 
-def _overlap(hits: Hits, truth: Hits) -> float:
-    return float(np.mean(_overlaps(hits, truth)))
+def _sd(values: npt.NDArray[np.float64]) -> float:
+    """The sample standard deviation (0 for fewer than two values)."""
+    return float(np.std(values, ddof=1)) if values.size > 1 else 0.0
 
 
 def _overlaps(hits: Hits, truth: Hits) -> npt.NDArray[np.float64]:
@@ -1032,6 +1153,7 @@ def calibrate_auto(
     ndis: list[tuple[int, float]] = []
     recall: list[tuple[int, float]] = []
     walks: dict[int, tuple[npt.NDArray[np.float64], npt.NDArray[np.float32]]] = {}
+    spread: list[tuple[float, int, float]] = []
     ef_base: int | None = None
     stats = _faiss.cvar.hnsw_stats  # faiss's own distance counter
     for ef in _ladder(k, index.n_docs):
@@ -1042,6 +1164,7 @@ def calibrate_auto(
         r = float(np.mean(each))
         ndis.append((ef, per_query))
         recall.append((ef, r))
+        spread.append((1.0, ef, _sd(each)))
         walks[ef] = (each, hits.scores[:, -1].copy())
         if ef_base is None and r >= wanted:
             ef_base = ef
@@ -1075,8 +1198,10 @@ def calibrate_auto(
             exact = index.exact(q, k, mask)
             for i in range(start, len(ladder)):
                 ef = ladder[i]
-                r = _overlap(index.search_filtered(q, k, mask, ef_search=ef), exact)
+                each = _overlaps(index.search_filtered(q, k, mask, ef_search=ef), exact)
+                r = float(np.mean(each))
                 filtered.append((share, ef, r))
+                spread.append((share, ef, _sd(each)))
                 if r >= wanted:
                     start = max(0, i - 2)
                     break
@@ -1094,6 +1219,8 @@ def calibrate_auto(
         margin=float(margin),
         cells=cells,
         filtered=tuple(filtered),
+        spread=tuple(spread),
+        n_calibration=int(q.shape[0]),
         second_look=None if ef_base is None else _second_look(walks, dict(ndis), ef_base, wanted),
     )
 
@@ -1181,7 +1308,8 @@ def measure_graph_costs(
     index: VectorIndex, queries: Any, planner: AutoPlanner, *, repeats: int = 3
 ) -> AutoPlanner:
     """``planner`` with ``graph_costs`` measured on this machine at efSearch 64, 256, 1024, …
-    and at ``ef_base``, up to the largest efSearch its calibration walked.
+    and at ``ef_base``, up to the largest efSearch its calibration walked, and the batch
+    scan's ``scan_slopes`` at 1/8, 1/4 and 1/2 of the documents (:func:`_scan_slopes`).
 
     Wall-clock, like :func:`measure_graph_cost`: for benchmarks and for a user planning on
     their own machine, not for the reproducible experiment. One scan and every efSearch's walk
@@ -1195,6 +1323,8 @@ def measure_graph_costs(
     >>> p = measure_graph_costs(idx, x[:50], calibrate_auto(idx, 10, queries=x[:50]))
     >>> p.graph_costs[0][0] == p.ef_base, all(c > 0 for _, c in p.graph_costs)
     (True, True)
+    >>> [g for g, _ in p.scan_slopes], all(0.25 <= v <= 1 for _, v in p.scan_slopes)
+    ([0.125, 0.25, 0.5], True)
     """
     if planner.ef_base is None or not planner.ndis or index.kind == "exact":
         return planner
@@ -1203,7 +1333,47 @@ def measure_graph_costs(
     looks = () if planner.second_look is None else planner.second_look[0:3:2]
     efs = sorted({planner.ef_base, *looks, *(e for e in (64, 256, 1024, 4096, 16384) if e <= top)})
     costs = _graph_costs(index, q, planner.k, efs, repeats)
-    return replace(planner, graph_costs=tuple((int(ef), costs[ef]) for ef in efs))
+    slopes = _scan_slopes(index, q, planner.k, _SLOPE_SHARES, repeats)
+    return replace(
+        planner,
+        graph_costs=tuple((int(ef), costs[ef]) for ef in efs),
+        scan_slopes=tuple(sorted(slopes.items())),
+    )
+
+
+#: Shares of the documents at which :func:`measure_graph_costs` times a batch scan's slope.
+_SLOPE_SHARES = (0.125, 0.25, 0.5)
+
+
+def _scan_slopes(
+    index: VectorIndex, q: npt.NDArray[np.float32], k: int, shares: Sequence[float], repeats: int
+) -> dict[float, float]:
+    """Per share, what the batch's second half adds to a scan of its first half, as a share
+    of the whole batch's mean per-query cost (:attr:`AutoPlanner.scan_slopes`), clipped to
+    [1/4, 1]; empty for a batch of fewer than 4 queries. Uniform masks from a fixed seed: the
+    slope depends on how many vectors the scan streams, not on which."""
+    n_q = q.shape[0]
+    if n_q < 4:
+        return {}
+    half = n_q // 2
+    draws = np.random.default_rng(43).random(index.n_docs)
+    fns: dict[str, Any] = {}
+    for share in shares:
+        mask = draws < share
+        fns[f"all {share}"] = partial(index.exact, q, k, mask)
+        fns[f"half {share}"] = partial(index.exact, q[:half], k, mask)
+    first: dict[str, float] = {}
+    for name, fn in fns.items():
+        start = time.perf_counter()
+        fn()
+        first[name] = time.perf_counter() - start
+    best = interleaved(fns, first, _COST_MIN_TIME, repeats)
+    slopes = {}
+    for share in shares:
+        whole, part = best[f"all {share}"], best[f"half {share}"]
+        slope = (whole - part) / ((n_q - half) * whole / n_q)
+        slopes[float(share)] = float(np.clip(slope, 0.25, 1.0))
+    return slopes
 
 
 #: Seconds each contender of a graph-cost measurement spends at least, over its calls: a walk
@@ -1407,6 +1577,12 @@ def _certified(
     n_q = q.shape[0]
     assert planner.ef_base is not None
     scan_cost = float(n_allowed)
+    # What walking a query saves when the others are scanned: a batch scan streams the
+    # authorized vectors once whatever its size, so less than a query's mean share (at
+    # 100,000 clustered vectors and 30%, a plan walking 64 queries and scanning 136, priced
+    # per query at 0.98x the scan, ran 1.13x). A filter independent of the cells gives every
+    # query the same plan, so there a walk is priced against the whole scan.
+    saved = scan_cost * planner.scan_slope(n_allowed / index.n_docs)
     floor = 0.0  # the least local selectivity at which a walk may pay (below: scan)
     s_global = n_allowed / index.n_docs
     local = np.full(n_q, s_global)
@@ -1420,10 +1596,10 @@ def _certified(
                 return done
         if not independent:
             authorized = planner.cells.authorized(mask, authorized_ids)
-            near, ell_min = _graph_pays_near(planner, authorized, scan_cost)
+            near, ell_min = _graph_pays_near(planner, authorized, saved)
             # A query whose ℓ is a grid step below ℓ_min cannot walk for less than the scan.
             floor = ell_min * 2.0 ** (-1.0 / _STEPS)
-            saving = scan_cost - planner.walk_cost(planner.ef_base)
+            saving = saved - planner.walk_cost(planner.ef_base)
             probe_cost = _PROBE_DISTANCES * planner.cells.n_cells
             if near * saving < probe_cost:
                 # Scan without probing: the probe would cost more than it could ever save.
@@ -1445,9 +1621,9 @@ def _certified(
             # It cannot see a walk that fails to certify: at 100,000 and 50% of the clustered
             # corpus two sampled walks would each save a third of a scan, and all six the
             # probe led to failed, 1.14× the scan.)
-            sampled_first = _first_walks(planner, local[probed], scan_cost, floor=floor)
+            sampled_first = _first_walks(planner, local[probed], saved, floor=floor)
             paying = sampled_first[sampled_first > 0]
-            gain = float(np.sum(scan_cost - planner.walk_costs(paying))) / probed.size
+            gain = float(np.sum(saved - planner.walk_costs(paying))) / probed.size
             if rest.size and gain < probe_cost:
                 plan = Plan(
                     "exact",
@@ -1470,7 +1646,13 @@ def _certified(
     # First efSearch per query; 0 = scan.
     direct = independent and n_q > 2 * _SAMPLE
     first = _first_walks(
-        planner, local, scan_cost, floor=floor, independent=independent, direct=direct
+        planner,
+        local,
+        scan_cost if independent else saved,
+        floor=floor,
+        independent=independent,
+        direct=direct,
+        n_queries=n_q,
     )
     ids = np.full((n_q, k), -1, dtype=np.int64)
     scores = np.full((n_q, k), -np.inf, dtype=np.float32)
@@ -1551,9 +1733,7 @@ def _certified(
         certified = float(np.mean(used[lead] > 0))
         pilot = (int(np.count_nonzero(used[lead])), int(lead.size))
         rest = np.setdiff1d(rows, lead)
-        first[rest] = np.where(
-            planner.walk_costs(first[rest]) < certified * scan_cost, first[rest], 0
-        )
+        first[rest] = np.where(planner.walk_costs(first[rest]) < certified * saved, first[rest], 0)
         rows = np.union1d(lead, rest[first[rest] > 0])
         walked = lead
     else:
@@ -1621,7 +1801,8 @@ def _certified(
         exact = _scan(index, q[scan], k, mask, n_allowed, authorized_ids)
         ids[scan], scores[scan] = exact.ids, exact.scores
         predicted[scan], used[scan] = 1.0, 0
-        spent[scan] += scan_cost
+        # The batch scan less what each query not in it saved.
+        spent[scan] += (n_q * scan_cost - (n_q - scan.size) * saved) / scan.size
     graph = used[used > 0]
     plan = Plan(
         method="pushdown" if graph.size else "exact",
@@ -1663,9 +1844,9 @@ def _direct(
     """
     n_q = q.shape[0]
     s_global = n_allowed / index.n_docs  # n_allowed: the caller's count of mask
-    ef = planner.ef_direct(s_global)
+    ef = planner.ef_direct(s_global, n_q)
     walk, scan_cost = planner.walk_cost(ef), float(n_allowed)
-    certified = planner.direct_recall(s_global)
+    certified = planner.direct_recall(s_global, n_q)
     if not walk < scan_cost or certified < planner.goal:
         return None
     listed = _sample(n_q)
@@ -1812,11 +1993,12 @@ def _first_walks(
     floor: float = 0.0,
     independent: bool = False,
     direct: bool = False,
+    n_queries: int | None = None,
 ) -> npt.NDArray[np.int64]:
     """Each query's first efSearch (:func:`_first_ef`) where a walk there costs less than the
     scan, else 0 (scan). Priced only above ``floor``: under a filter that follows the data a
     query a grid step below ℓ_min cannot pay (pricing all 200 queries had cost 2.6 ms at
-    100,000 and 50%, 3% of the scan).
+    100,000 and 50%, 3% of the scan). ``n_queries``: the batch's size, for ``direct``.
 
     Examples
     --------
@@ -1827,7 +2009,7 @@ def _first_walks(
     first = np.zeros(local.shape[0], dtype=np.int64)
     able = np.flatnonzero(local > floor)
     if able.size:
-        ef = _first_ef(planner, local[able], independent, direct=direct)
+        ef = _first_ef(planner, local[able], independent, direct=direct, n_queries=n_queries)
         first[able] = np.where(planner.walk_costs(ef) < scan_cost, ef, 0)
     return first
 
@@ -1838,6 +2020,7 @@ def _first_ef(
     independent: bool = False,
     *,
     direct: bool = False,
+    n_queries: int | None = None,
 ) -> npt.NDArray[np.int64]:
     """Each query's first efSearch: the cheapest in expectation of the ladder values from what
     the uniform calibration needs at its local selectivity ℓ (:meth:`AutoPlanner.ef_needed`)
@@ -1851,11 +2034,12 @@ def _first_ef(
     from efSearch 33 to 39. For a filter ``independent`` of the cells a short list is answered
     by pushdown at the same efSearch (:func:`_certified`), so the second walk costs ``D(e)``.
     With ``direct``, most queries go straight to pushdown, which has no short lists to pay
-    for: the first efSearch is then just the one the calibration needs.
+    for: the first efSearch is then just the one the calibration needs for a batch of
+    ``n_queries`` (:meth:`AutoPlanner.ef_direct`).
     """
     ell, back = np.unique(np.clip(local, 1e-12, 1.0), return_inverse=True)
     if direct:
-        direct_ef = np.array([planner.ef_direct(float(x)) for x in ell], dtype=np.int64)
+        direct_ef = np.array([planner.ef_direct(float(x), n_queries) for x in ell], dtype=np.int64)
         return np.asarray(direct_ef[back.reshape(-1)], dtype=np.int64)
     # Remembered per ℓ: a one-cell probe gives few distinct values (a clustered filter's cells
     # are 0 or 1), and the arithmetic below cost 0.7 ms a call whatever their number.
