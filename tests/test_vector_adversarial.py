@@ -504,7 +504,7 @@ def test_a_query_walks_only_where_its_walk_costs_less_than_it_saves_the_batch_sc
     # A batch scan streams the authorized vectors through memory once whatever its size: at
     # 100,000 clustered vectors and 30%, a plan walking 64 queries and scanning 136, priced
     # at 0.98x the scan query by query, ran 1.13x — taking a query out of the scan saved
-    # 0.84 of its mean share (AutoPlanner.scan_slopes). Priced at the slope, the same walks
+    # about 0.8 of its mean share (AutoPlanner.scan_slopes). Priced at the slope, the same walks
     # do not pay and the batch is scanned; priced whole, they do. And a mixed plan's scanned
     # queries carry the pass the walked ones did not save, so its reported cost rises.
     corpus, index, planner = setup("clustered-corr", 3000, 16, 30)

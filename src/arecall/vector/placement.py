@@ -633,8 +633,9 @@ class AutoPlanner:
     """Measured (share, slope), ascending (:func:`measure_graph_costs`): what one more query
     adds to a batch scan of that share of the documents, as a share of the batch's mean
     per-query cost. A scan streams the authorized vectors through memory once whatever the
-    batch, so a query taken out of it to walk saves less than its mean share — at 100,000
-    clustered vectors and 200 queries 0.92 at 10%, 0.84 at 30%, 0.72 at 50%. Empty: 1."""
+    batch, so a query taken out of it to walk saves less than its mean share — with 200
+    queries, 0.70–0.86 at 1/8 to 1/2 of 100,000 vectors, and 0.55–0.61 at a million (100
+    queries). Empty: 1."""
     second_look: tuple[int, float, int, float, float, float] | None = field(default=None)
     """The unfiltered plan's second look (:func:`_second_look`): (efSearch first, k-th score
     threshold, efSearch again, share of the calibration queries below the threshold, recall of
