@@ -125,7 +125,7 @@ from scipy import special
 
 from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_mask, check_positive_int
-from arecall.vector._timing import interleaved
+from arecall.vector._timing import clock, interleaved
 from arecall.vector.config import PLACEMENTS, IndexConfig
 from arecall.vector.index import Hits, VectorIndex, _top_k
 
@@ -543,14 +543,37 @@ _Table = tuple[
 first log efSearch) — what :func:`_lookup` reads."""
 
 
-def _curve_table(shares: npt.NDArray[np.float64], curves: list[_Curve]) -> _Table:
-    """The curves of :meth:`AutoPlanner._curves` on one grid (:func:`_lookup`'s table)."""
+def _curve_table(
+    unfiltered: Sequence[tuple[int, float]], filtered: Sequence[tuple[float, int, float]]
+) -> _Table:
+    """:func:`_lookup`'s table of calibrated points: unfiltered (efSearch, value) and filtered
+    (share, efSearch, value), each share's curve on one grid of log efSearch."""
+    shares = [1.0]
+    curves: list[_Curve] = []
+    if unfiltered:
+        curves.append(
+            (
+                np.log([float(e) for e, _ in unfiltered]),
+                np.array([r for _, r in unfiltered], dtype=np.float64),
+            )
+        )
+    else:  # nothing measured: the unfiltered search is taken as exact (predicted_recall)
+        curves.append((np.zeros(1), np.ones(1)))
+    for share in sorted({g for g, _, _ in filtered}, reverse=True):
+        points = sorted((e, r) for g, e, r in filtered if g == share)
+        shares.append(share)
+        curves.append(
+            (
+                np.log([float(e) for e, _ in points]),
+                np.array([r for _, r in points], dtype=np.float64),
+            )
+        )
     grid = np.unique(np.concatenate([le for le, _ in curves]))
     values = np.stack(
         [np.interp(grid, le, r, left=0.0 if i else r[0]) for i, (le, r) in enumerate(curves)]
     )
     firsts = np.array([le[0] if i else -np.inf for i, (le, _) in enumerate(curves)])
-    return shares, grid, values, firsts
+    return np.array(shares, dtype=np.float64), grid, values, firsts
 
 
 def _lookup(table: _Table, ef: npt.ArrayLike, share: npt.ArrayLike) -> npt.NDArray[np.float64]:
@@ -642,37 +665,6 @@ class AutoPlanner:
     those above it at the first efSearch, recall of those below it at the second). ``None``:
     one plain search at ``ef_base``."""
 
-    def _curves(
-        self,
-        unfiltered: Sequence[tuple[int, float]],
-        filtered: Sequence[tuple[float, int, float]],
-    ) -> tuple[
-        npt.NDArray[np.float64], list[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]]
-    ]:
-        """(shares descending, starting at 1.0; per share the (log efSearch, value) measured),
-        from unfiltered (efSearch, value) and filtered (share, efSearch, value) points."""
-        shares = [1.0]
-        curves: list[_Curve] = []
-        if unfiltered:
-            curves.append(
-                (
-                    np.log([float(e) for e, _ in unfiltered]),
-                    np.array([r for _, r in unfiltered], dtype=np.float64),
-                )
-            )
-        else:  # nothing measured: the unfiltered search is taken as exact (predicted_recall)
-            curves.append((np.zeros(1), np.ones(1)))
-        for grid in sorted({g for g, _, _ in filtered}, reverse=True):
-            points = sorted((e, r) for g, e, r in filtered if g == grid)
-            shares.append(grid)
-            curves.append(
-                (
-                    np.log([float(e) for e, _ in points]),
-                    np.array([r for _, r in points], dtype=np.float64),
-                )
-            )
-        return np.array(shares, dtype=np.float64), curves
-
     def filtered_recall(self, ef: npt.ArrayLike, share: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """Calibrated pushdown recall at efSearch ``ef`` where ``share`` of the neighbourhood is
         authorized.
@@ -713,13 +705,13 @@ class AutoPlanner:
     def _table(self) -> _Table:
         """(shares descending, the union grid of log efSearch, each share's recall on it, each
         share's first log efSearch — −∞ for the unfiltered curve, held at its first value)."""
-        return _curve_table(*self._curves(self.recall, self.filtered))
+        return _curve_table(self.recall, self.filtered)
 
     @cached_property
     def _spread_table(self) -> _Table:
         """:attr:`_table` for the per-query spread (``spread``)."""
         unfiltered = [(e, v) for g, e, v in self.spread if g >= 1.0]
-        return _curve_table(*self._curves(unfiltered, [p for p in self.spread if p[0] < 1.0]))
+        return _curve_table(unfiltered, [p for p in self.spread if p[0] < 1.0])
 
     def ef_needed(
         self, share: npt.ArrayLike, *, between: bool = False, wanted: float | None = None
@@ -1367,11 +1359,7 @@ def _scan_slopes(
         mask = draws < share
         fns[f"all {share}"] = partial(index.exact, q, k, mask)
         fns[f"half {share}"] = partial(index.exact, q[:half], k, mask)
-    first: dict[str, float] = {}
-    for name, fn in fns.items():
-        start = time.perf_counter()
-        fn()
-        first[name] = time.perf_counter() - start
+    first = {name: clock(fn)[1] for name, fn in fns.items()}
     best = interleaved(fns, first, _COST_MIN_TIME, repeats)
     slopes = {}
     for share in shares:
