@@ -324,7 +324,7 @@ def test_a_point_whose_worker_is_killed_reruns_on_another_and_the_sweep_succeeds
                 f"hydra.launcher.address={cluster.address}",
                 "retriever=tfidf,bm25",
                 f"hydra.sweep.dir={tmp_path}/sweep",
-                FAST_PROOF,
+                "evaluation.proof.max_examples=2000",  # a point stays open long enough to be seen
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -344,9 +344,14 @@ def test_a_point_whose_worker_is_killed_reruns_on_another_and_the_sweep_succeeds
                 for run in client.search_runs([experiment.experiment_id]):
                     tags = run.data.tags
                     if tags.get("mlflow.parentRunId") and run.info.status == "RUNNING":
-                        killed = int(tags["arecall.pid"])
-                        os.kill(killed, signal.SIGKILL)
-                        break
+                        # frozen first, so the point cannot finish between the look and the kill
+                        pid = int(tags["arecall.pid"])
+                        os.kill(pid, signal.SIGSTOP)
+                        if client.get_run(run.info.run_id).info.status == "RUNNING":
+                            os.kill(pid, signal.SIGKILL)
+                            killed = pid
+                            break
+                        os.kill(pid, signal.SIGCONT)
             out, err = proc.communicate(timeout=600)
         finally:
             if proc.poll() is None:

@@ -22,6 +22,7 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
+from _holding import holding_env
 from arecall.pipeline.layout import Layout
 from arecall.pipeline.run import run_all
 from arecall.pipeline.tracking import (
@@ -148,35 +149,10 @@ def test_on_error_warn_finishes_untracked_with_the_same_line(capsys):
 # -- the real command, in subprocesses -------------------------------------------------------------
 
 
-#: Injected from outside the product (a ``sitecustomize`` on PYTHONPATH, as test_faults_dvc.py
-#: does): the prove stage holds before publishing proof.json until the gate file exists, so a
-#: test can act while the run is certainly RUNNING, whatever the machine's speed.
-HOLDER = """
-import os, time
-
-_gate = os.environ.get("ARECALL_TEST_HOLD_UNTIL")
-if _gate:
-    _replace = os.replace
-
-    def _holding_replace(src, dst, *args, **kwargs):
-        if str(dst).endswith("proof.json"):
-            deadline = time.monotonic() + 120
-            while not os.path.exists(_gate) and time.monotonic() < deadline:
-                time.sleep(0.05)
-        return _replace(src, dst, *args, **kwargs)
-
-    os.replace = _holding_replace
-"""
-
-
 def _arecall(*args: str, cwd: Path, uri: str, hold: bool = False, **kw: object) -> subprocess.Popen:
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_DISABLE_TELEMETRY": "true"}
-    if hold:
-        inject = cwd / "inject"
-        inject.mkdir(exist_ok=True)
-        (inject / "sitecustomize.py").write_text(HOLDER)
-        env["PYTHONPATH"] = str(inject)
-        env["ARECALL_TEST_HOLD_UNTIL"] = str(cwd / "gate")
+    if hold:  # the run stays RUNNING before proof.json: a test acts on it, whatever the speed
+        env.update(holding_env(cwd))
     return subprocess.Popen(
         [str(VENV_BIN / "arecall"), *args],
         cwd=cwd,
