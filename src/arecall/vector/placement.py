@@ -865,7 +865,7 @@ class AutoPlanner:
 
     def _remember(self, key: tuple[Any, ...], compute: Any) -> Any:
         """``compute()``, once per key: answers that depend only on the (frozen) calibration
-        and one number. Bounded: one entry per distinct share or efSearch, cleared past 4,096."""
+        and a key (a share or efSearch, and a batch size). Bounded: cleared past 4,096 entries."""
         memo = self._memo
         if key not in memo:
             if len(memo) >= 4096:
