@@ -13,9 +13,13 @@ The default suite runs a fast subset (one corpus, three selectivities); the full
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import math
 from dataclasses import replace
 from itertools import pairwise
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -45,6 +49,17 @@ SELECTIVITIES = (0.001, 0.01, 0.05, 0.10, 0.30, 0.50, 1.0)
 def recall(hits: Hits, oracle: Hits) -> float:
     pairs = zip(hits.rows(), oracle.rows(), strict=True)
     return float(np.mean([len(set(a) & set(b)) / max(1, len(b)) for a, b in pairs]))
+
+
+@functools.cache
+def load_bench() -> Any:
+    """The adversarial benchmark script as a module (it lives in benchmarks/, not the package)."""
+    path = Path(__file__).parents[1] / "benchmarks" / "bench_adversarial.py"
+    spec = importlib.util.spec_from_file_location("bench_adversarial", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
 
 
 def setup(name: str, n: int, dims: int, clusters: int) -> tuple[object, VectorIndex, AutoPlanner]:
@@ -374,14 +389,7 @@ def test_experiment_rows_carry_the_plan_and_its_evidence() -> None:
 
 @pytest.mark.long
 def test_benchmark_script_runs_and_checks_its_targets(tmp_path, capsys) -> None:
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).parents[1] / "benchmarks" / "bench_adversarial.py"
-    spec = importlib.util.spec_from_file_location("bench_adversarial", path)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_bench()
     out = tmp_path / "bench.md"
     argv = ["--n", "3000", "--queries", "20", "--corpora", "clustered-corr", "--min-calls", "2"]
     argv += ["--min-time", "0.02", "--workload-queries", "200"]
@@ -390,6 +398,9 @@ def test_benchmark_script_runs_and_checks_its_targets(tmp_path, capsys) -> None:
     assert "| clustered-corr | 5% | 150 |" in text and "every cell: met" in text
     assert "best pushdown reaching the target on the scored and 200 workload queries)" in text
     assert "min(scan, hindsight pushdown)" in text
+    # 200 workload queries in batches of 20: ten per cell a fixed pushdown reaches (100%).
+    assert "| workload batches kept (auto, best) |" in text
+    assert "on fresh workload batches of 20 queries" in text and "/10, the best fixed" in text
     assert bench.main(["--corpora", "nope"]) == 2
     assert bench.main(["--min-calls", "0"]) == 2
     assert bench.main(["--workload-queries", "-1"]) == 2
@@ -530,18 +541,12 @@ def test_bench_keeps_freed_memory_so_a_scan_does_not_page_fault_each_call() -> N
     # Every scan call allocated its half-gigabyte of temporaries afresh above glibc's mmap
     # threshold: mapped, faulted in, unmapped — kernel time that decided the benchmark's A/A
     # spread at 1M. With the thresholds raised, a freed block is reused without faults.
-    import importlib.util
     import resource
     import sys
-    from pathlib import Path
 
     if not sys.platform.startswith("linux"):
         pytest.skip("mallopt is glibc's")
-    path = Path(__file__).parents[1] / "benchmarks" / "bench_adversarial.py"
-    spec = importlib.util.spec_from_file_location("bench_adversarial_malloc", path)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_bench()
     assert bench._keep_freed_memory()
 
     def faults_of_one_64mb_block() -> int:
@@ -552,3 +557,24 @@ def test_bench_keeps_freed_memory_so_a_scan_does_not_page_fault_each_call() -> N
 
     faults_of_one_64mb_block()  # the first one is faulted in once
     assert faults_of_one_64mb_block() < 16  # 64 MB is 16,384 pages or 32 huge ones
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([0.0, 0.5, 0.9, 0.95, 1.0]), st.integers(8, 10)), max_size=40
+    ),
+    st.integers(1, 7),
+)
+def test_a_workload_batch_is_kept_only_if_its_mean_reaches_the_target_with_k_of_k(
+    queries: list[tuple[float, int]], size: int
+) -> None:
+    bench = load_bench()
+    recalls = np.array([r for r, _ in queries], dtype=np.float64)
+    returned = np.array([n for _, n in queries], dtype=np.int64)
+    kept, n = bench._batches_kept(recalls, returned, 10, size, 0.95)
+    batches = [queries[i : i + size] for i in range(0, len(queries) - size + 1, size)]
+    assert n == len(batches)
+    assert kept == sum(
+        np.mean([r for r, _ in b]) >= 0.95 - 1e-12 and all(m == 10 for _, m in b) for b in batches
+    )
