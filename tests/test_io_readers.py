@@ -324,3 +324,36 @@ def test_evaluate_out_rows_and_fuse_out_honour_the_umask(files: Path, capsys) ->
         assert evaluate_main([*argv, "--out", str(out), "--rows", str(rows)]) == 0
         assert fuse_main([str(files / "run.trec"), "--out", str(fused)]) == 0
     assert [_mode(p) for p in (out, rows, fused)] == [0o644, 0o644, 0o644]
+
+
+_THREADS_AFTER_A_READ = """
+import os, sys
+from arecall.io.text import fast_table
+import pyarrow as pa
+before = len(os.listdir("/proc/self/task"))
+table = fast_table(sys.argv[1], "whitespace", {3: pa.int64()}, 6)
+print(len(os.listdir("/proc/self/task")) - before, table is None)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+@pytest.mark.parametrize("rank", ["1", "two"])
+def test_a_small_file_is_read_without_starting_arrows_cpu_thread_pool(tmp_path, rank) -> None:
+    # A console-script run that read a two-line run through Arrow's CPU pool once died at
+    # exit with SIGABRT ("terminate called without an active exception", -6) after its
+    # one-line error: Arrow's worker threads racing the process's teardown. A file of one
+    # parse block gains little from the pool, so it is parsed serially and starts none.
+    import subprocess
+    import sys
+
+    run = tmp_path / "r.run"
+    run.write_text(f"q1 Q0 d1 1 3.0 A\nq1 Q0 d2 {rank} 2.0 A\n")
+    out = subprocess.run(
+        [sys.executable, "-c", _THREADS_AFTER_A_READ, str(run)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    # Arrow's I/O pool may start one reader thread; the CPU pool would add one per core.
+    assert int(out[0]) <= 1, out
+    assert out[1] == str(rank != "1")

@@ -22,7 +22,7 @@ Conventions, stated because they move numbers:
 * **Text.** Read by `arecall.io.text`: gzip, a UTF-8 BOM, CRLF and blank lines are accepted;
   these formats have no comment lines, and only BEIR qrels have a header (`QRELS_HEADERS`).
 
-Speed: files are parsed by pyarrow's multithreaded CSV reader (`arecall.io.text.fast_table`)
+Speed: files are parsed by pyarrow's CSV reader (`arecall.io.text.fast_table`, threaded above 1 MB)
 when they are single-space or single-tab separated, with the strict pure-Python reader as the
 fallback. Whenever the fast path meets anything unexpected, the file is re-read by the fallback,
 which names the first offending line; when the fast path succeeds row i is line i + 1 (+ 1 for a
