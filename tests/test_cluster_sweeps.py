@@ -367,3 +367,70 @@ def test_a_point_whose_worker_is_killed_reruns_on_another_and_the_sweep_succeeds
     assert "arecall.orphaned" in lost[0].data.tags
     # the lost attempt is superseded by its rerun: every point finished, so the sweep did
     assert parent.info.status == "FINISHED"
+
+
+@pytest.mark.faults
+def test_a_sweep_survives_the_death_of_every_worker_holding_the_points_shared_payload(
+    tmp_path, mlflow_store
+):
+    """The payload every point shares (Hydra's context, the task function) is recomputable.
+
+    Scattered data dies with the workers holding it: Dask cannot rebuild it, forgets it, and
+    cancels every point that needs it (dask/distributed#3149). A make test-faults run saw both
+    points of a sweep "lost on the cluster: FutureCancelledError ... already forgotten" after
+    one worker was killed. Here every holder of a key that is not a point's is killed while a
+    point runs; the points rerun on the restarted workers and the sweep succeeds.
+    """
+    from distributed import Client
+
+    with dask_cluster(tmp_path / "dask", 2) as cluster:
+        proc = subprocess.Popen(
+            [
+                str(VENV_BIN / "arecall"),
+                "run",
+                "-m",
+                "hydra/launcher=dask",
+                f"hydra.launcher.address={cluster.address}",
+                "retriever=tfidf,bm25",
+                f"hydra.sweep.dir={tmp_path}/sweep",
+                "evaluation.proof.max_examples=2000",  # a point stays open long enough to be seen
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+        )
+        try:
+            client = MlflowClient(tracking_uri=mlflow_store)
+            deadline = time.monotonic() + 300
+            running = False
+            while not running:
+                assert proc.poll() is None and time.monotonic() < deadline, "no point started"
+                time.sleep(0.3)
+                experiment = client.get_experiment_by_name("arecall")
+                if experiment is not None:
+                    running = any(
+                        r.data.tags.get("mlflow.parentRunId") and r.info.status == "RUNNING"
+                        for r in client.search_runs([experiment.experiment_id])
+                    )
+            with Client(cluster.address, timeout=30) as dask:
+                pids = dict(dask.run(os.getpid))
+                holders = {
+                    worker
+                    for key, workers in dask.who_has().items()
+                    if not str(key).startswith("arecall-job-")
+                    for worker in workers
+                }
+            assert holders, "no worker holds the shared payload"
+            for worker in holders:
+                os.kill(pids[worker], signal.SIGKILL)
+            out, err = proc.communicate(timeout=600)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 0, out[-3000:] + err[-3000:]
+    parent, children = _children(client)
+    final = {r.data.params["retriever.name"] for r in children if r.info.status == "FINISHED"}
+    assert final == {"tfidf", "bm25"}
+    assert parent.info.status == "FINISHED"

@@ -100,6 +100,12 @@ def _job_process_state(argv: Sequence[str]) -> Iterator[tuple[io.StringIO, io.St
         root.setLevel(level)
 
 
+def _shared(payload: bytes) -> bytes:
+    """What every point of a sweep shares, as a task's result: lost with a worker, it is
+    computed again from the task graph rather than lost for good (as scattered data is)."""
+    return payload
+
+
 def execute(shared: bytes, job: bytes) -> bytes:
     """Run one sweep point on this worker; its `JobReturn` and output, pickled.
 
@@ -263,8 +269,12 @@ def _run(
                 sys.argv[:],
             )
         )
-        shared_future = client.scatter(shared, hash=False)
         token = secrets.token_hex(4)
+        # A task, not `client.scatter`: scattered data dies with the workers holding it, and Dask,
+        # unable to rebuild it, cancels every point that needs it (a test run saw both points
+        # of a sweep "already forgotten" after one worker was killed; dask/distributed#3149).
+        # A task's result is rebuilt from the graph, which holds these bytes once.
+        shared_future = client.submit(_shared, shared, key=f"arecall-shared-{token}", pure=False)
         futures = []
         for offset, overrides in enumerate(job_overrides):
             idx = initial_job_idx + offset
