@@ -51,6 +51,27 @@ def _children(client: MlflowClient) -> tuple[object, list]:
     return parents[0], children
 
 
+def _slow_two_point_sweep(address: str, where: Path) -> subprocess.Popen:
+    """``arecall run -m`` of two points on the cluster at ``address``, each open long enough
+    (a 2,000-example proof) for a test to find its worker and kill it mid-run."""
+    return subprocess.Popen(
+        [
+            str(VENV_BIN / "arecall"),
+            "run",
+            "-m",
+            "hydra/launcher=dask",
+            f"hydra.launcher.address={address}",
+            "retriever=tfidf,bm25",
+            f"hydra.sweep.dir={where}/sweep",
+            "evaluation.proof.max_examples=2000",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=where,
+    )
+
+
 @pytest.mark.long
 def test_a_four_point_sweep_runs_on_two_dask_workers_and_lands_nested_in_the_server(
     tmp_path,
@@ -315,22 +336,7 @@ def test_a_point_whose_worker_is_killed_reruns_on_another_and_the_sweep_succeeds
     """
     with dask_cluster(tmp_path / "dask", 2) as cluster:
         workers = set(cluster.worker_pids().values())
-        proc = subprocess.Popen(
-            [
-                str(VENV_BIN / "arecall"),
-                "run",
-                "-m",
-                "hydra/launcher=dask",
-                f"hydra.launcher.address={cluster.address}",
-                "retriever=tfidf,bm25",
-                f"hydra.sweep.dir={tmp_path}/sweep",
-                "evaluation.proof.max_examples=2000",  # a point stays open long enough to be seen
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=tmp_path,
-        )
+        proc = _slow_two_point_sweep(cluster.address, tmp_path)
         try:
             client = MlflowClient(tracking_uri=mlflow_store)
             killed = None
@@ -384,22 +390,7 @@ def test_a_sweep_survives_the_death_of_every_worker_holding_the_points_shared_pa
     from distributed import Client
 
     with dask_cluster(tmp_path / "dask", 2) as cluster:
-        proc = subprocess.Popen(
-            [
-                str(VENV_BIN / "arecall"),
-                "run",
-                "-m",
-                "hydra/launcher=dask",
-                f"hydra.launcher.address={cluster.address}",
-                "retriever=tfidf,bm25",
-                f"hydra.sweep.dir={tmp_path}/sweep",
-                "evaluation.proof.max_examples=2000",  # a point stays open long enough to be seen
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=tmp_path,
-        )
+        proc = _slow_two_point_sweep(cluster.address, tmp_path)
         try:
             client = MlflowClient(tracking_uri=mlflow_store)
             deadline = time.monotonic() + 300

@@ -11,6 +11,8 @@ import gzip
 import json
 import os
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -341,11 +343,8 @@ print(len(os.listdir("/proc/self/task")) - before, table is None)
 def test_a_small_file_is_read_without_starting_arrows_cpu_thread_pool(tmp_path, rank) -> None:
     # A console-script run that read a two-line run through Arrow's CPU pool once died at
     # exit with SIGABRT ("terminate called without an active exception", -6) after its
-    # one-line error: Arrow's worker threads racing the process's teardown. A file of one
-    # parse block gains little from the pool, so it is parsed serially and starts none.
-    import subprocess
-    import sys
-
+    # one-line error: Arrow's worker threads racing the process's teardown. A file under
+    # 1 MB gains little from the pool, so it is parsed serially and starts none.
     run = tmp_path / "r.run"
     run.write_text(f"q1 Q0 d1 1 3.0 A\nq1 Q0 d2 {rank} 2.0 A\n")
     out = subprocess.run(
