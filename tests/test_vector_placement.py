@@ -628,6 +628,69 @@ def test_a_filter_independent_of_the_data_costs_one_list_read_and_one_pushdown_c
         assert plan.predicted_recall == pytest.approx(general_plan.predicted_recall)
 
 
+def test_where_a_list_walk_measured_cheaper_than_pushdown_every_query_reads_its_list(
+    lowrank, cheap_walks, graph_lists, monkeypatch
+) -> None:
+    # At 1,000,000 low-rank vectors and a uniform 50% filter, faiss's unfiltered top-ef walk
+    # at efSearch 32-38 took 0.90x a pushdown at the same efSearch (the same walk, without the
+    # selector's check at every node it scores), and auto, which pushed down every query
+    # outside its sample, ran 1.18x the fixed pushdown at its own efSearch. Where the planner
+    # measured the list walk cheaper, every query reads its list and only those holding fewer
+    # than k authorized are pushed down: the same answers, and each list certified by rank.
+    import arecall.vector.placement as placement
+
+    idx, queries, data = lowrank
+    batch = np.concatenate([queries, data.calibration_queries(80)[40:]])  # 80 queries
+    mask = np.random.default_rng(12).random(idx.n_docs) < 0.5
+    pushdowns: list[int] = []
+    search_filtered = VectorIndex.search_filtered
+
+    def spy(self: VectorIndex, q, k, allowed, **kwargs):  # type: ignore[no-untyped-def]
+        pushdowns.append(len(q))
+        return search_filtered(self, q, k, allowed, **kwargs)
+
+    monkeypatch.setattr(VectorIndex, "search_filtered", spy)
+    pushed, pushed_plan = auto(idx, batch, 10, mask, cheap_walks)
+    assert graph_lists == [16] and pushdowns and pushdowns[-1] >= 64, (graph_lists, pushdowns)
+    ef = pushed_plan.ef_search
+    assert ef is not None
+    for ratio, reads_all in ((0.8, True), (0.99, False)):
+        planner = replace(cheap_walks, list_costs=((16, ratio), (1024, ratio)))
+        assert planner.lists_pay(ef, 0.5) is reads_all
+        graph_lists.clear()
+        pushdowns.clear()
+        hits, plan = auto(idx, batch, 10, mask, planner)
+        np.testing.assert_array_equal(hits.ids, pushed.ids)
+        np.testing.assert_array_equal(hits.scores, pushed.scores)
+        if not reads_all:
+            assert graph_lists == [16] and str(plan) == str(pushed_plan)
+            continue
+        assert graph_lists == [16, 64], graph_lists  # the sample, then every other query
+        full = idx.search(batch, ef, ef_search=ef)
+        ok = (full.ids >= 0) & mask[np.maximum(full.ids, 0)]
+        assert sum(pushdowns) == int(np.sum(ok.sum(axis=1) < 10))  # only the short lists
+        assert plan.predicted_recall >= pushed_plan.predicted_recall
+        with monkeypatch.context() as general:
+            general.setattr(placement, "_direct", lambda *args: None)
+            same, general_plan = auto(idx, batch, 10, mask, planner)
+        np.testing.assert_array_equal(hits.ids, same.ids)
+        assert str(plan) == str(general_plan)
+        assert plan.predicted_recall == pytest.approx(general_plan.predicted_recall)
+
+
+def test_a_list_walk_pays_only_below_a_pushdown_with_its_short_lists_and_the_read() -> None:
+    # The list's saving is measured per efSearch (at 1M: 0.90x at 32, 1.00x at 96, 1.03x at
+    # 384, with k = efSearch results to keep), and a list holding fewer than k authorized is
+    # walked again by pushdown: lists pay only where the ratio plus that chance, plus the
+    # numpy read, stays under one pushdown. Nothing measured, or past the last measurement:
+    # never.
+    p = AutoPlanner(n_docs=10**6, k=10, ef_base=16, list_costs=((32, 0.90), (96, 1.0)))
+    assert p.lists_pay(32, 0.5) and p.lists_pay(38, 0.5)
+    assert not p.lists_pay(32, 0.3)  # Binomial(32, 0.3) < 10 in 43% of lists
+    assert not p.lists_pay(96, 0.5) and not p.lists_pay(200, 0.5)
+    assert not AutoPlanner(n_docs=10**6, k=10, ef_base=16).lists_pay(32, 0.5)
+
+
 def test_graph_costs_time_the_scan_once_and_interleave_it_with_every_walk(monkeypatch) -> None:
     # Timed one efSearch after another, each against its own scan and best of one call, the
     # measured graph cost at 100,000 low-rank vectors ranged 37-48 at efSearch 27 over five
@@ -663,7 +726,41 @@ def test_graph_costs_time_the_scan_once_and_interleave_it_with_every_walk(monkey
     measured = measure_graph_costs(idx, x[:40], planner, repeats=2 * len(efs))
     assert [ef for ef, _ in measured.graph_costs] == efs
     assert all(c > 0 for _, c in measured.graph_costs)
+    # the list walk against pushdown, at every measured efSearch up to 256
+    assert [ef for ef, _ in measured.list_costs] == [e for e in efs if e <= 256]
+    assert all(c > 0 for _, c in measured.list_costs)
     contenders = {"scan", *(f"walk {ef}" for ef in efs)}
     adjacent = {(a, b) for a, b in pairwise(timed) if a != b}
     assert adjacent >= {(a, b) for a in contenders for b in contenders if a != b}
     assert all(timed.count(name) >= 3 for name in contenders)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ids=arrays(
+        np.int64, st.tuples(st.integers(1, 6), st.integers(1, 12)), elements=st.integers(-1, 19)
+    ),
+    allowed=arrays(np.bool_, 20),
+    k=st.integers(1, 5),
+)
+def test_a_read_list_keeps_its_first_k_authorized_in_rank_order_and_where_the_kth_sits(
+    ids: np.ndarray, allowed: np.ndarray, k: int
+) -> None:
+    # The list walk answers a query only through this read (its first k authorized entries
+    # *are* pushdown's answer), and the rank of the k-th is its certificate: checked against
+    # the definition, entry by entry, padding (-1) never counted.
+    from arecall.vector.placement import _read_lists
+
+    scores = -np.arange(ids.size, dtype=np.float32).reshape(ids.shape)
+    count, rank_k, kept = _read_lists(Hits(ids, scores), allowed, k)
+    held = [[j for j, i in enumerate(row) if i >= 0 and allowed[i]] for row in ids]
+    assert count.tolist() == [len(h) for h in held]
+    assert rank_k.tolist() == [h[k - 1] + 1 if len(h) >= k else 0 for h in held]
+    full = [h[:k] for h in held if len(h) >= k]
+    rows = [r for r, h in enumerate(held) if len(h) >= k]
+    assert kept.ids.tolist() == [
+        [int(ids[r, j]) for j in h] for r, h in zip(rows, full, strict=True)
+    ]
+    assert kept.scores.tolist() == [
+        [float(scores[r, j]) for j in h] for r, h in zip(rows, full, strict=True)
+    ]

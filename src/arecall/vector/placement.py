@@ -87,10 +87,13 @@ queries from never-authorized ones), a query inside an authorized cluster a smal
    So for such a filter only a strided sample of the batch (16 queries, or an eighth) reads
    its list, to run that check; if it passes, the rest go straight to pushdown at the
    efSearch where the interpolated calibration curve crosses the target
-   (``AutoPlanner.ef_direct``), with no second walk for short lists. That target keeps the
-   margin the batch needs, not a fixed one: ``target_recall`` plus 2.58 standard errors of
-   the batch's mean against the calibration's, from the per-query spread the calibration
-   measured (``AutoPlanner.aim``), within [``margin``/2, ``margin``].
+   (``AutoPlanner.ef_direct``), with no second walk for short lists — unless the planner
+   measured the list walk cheaper than pushdown at that efSearch (``AutoPlanner.lists_pay``:
+   at a million vectors and efSearch 32-38 it skips the selector's check at every scored
+   node), and then the rest read their lists too and only the short ones are pushed down.
+   That target keeps the margin the batch needs, not a fixed one: ``target_recall`` plus
+   2.58 standard errors of the batch's mean against the calibration's, from the per-query
+   spread the calibration measured (``AutoPlanner.aim``), within [``margin``/2, ``margin``].
 3. **Escalate once, then scan.** If the mean certified recall over the batch is below
    ``target_recall + margin/2``, the fewest lowest-certified queries are searched once more
    at the efSearch their evidence asks for (at least twice the first), if that is still
@@ -659,6 +662,13 @@ class AutoPlanner:
     batch, so a query taken out of it to walk saves less than its mean share — with 200
     queries, 0.70–0.86 at 1/8 to 1/2 of 100,000 vectors, and 0.55–0.61 at a million (100
     queries). Empty: 1."""
+    list_costs: tuple[tuple[int, float], ...] = field(default=())
+    """Measured (efSearch, ratio), ascending (:func:`measure_graph_costs`): an unfiltered walk
+    keeping its top-efSearch list, timed against a pushdown at the same efSearch under a
+    uniform half. The two walks score the same nodes; the list skips the selector's check at
+    each and pays for a result heap efSearch deep — at a million vectors 0.90x at efSearch
+    32, 1.00x at 96, 1.03x at 384; at 100,000, 0.96x at 32 (:meth:`lists_pay`). Empty:
+    unknown, and only a sample reads its list."""
     second_look: tuple[int, float, int, float, float, float] | None = field(default=None)
     """The unfiltered plan's second look (:func:`_second_look`): (efSearch first, k-th score
     threshold, efSearch again, share of the calibration queries below the threshold, recall of
@@ -862,6 +872,37 @@ class AutoPlanner:
                 lambda: self.filtered_recall(np.array([ef]), share)[0],
             )
         )
+
+    def lists_pay(self, ef: int, share: float) -> bool:
+        """Whether, under a filter independent of the data authorizing ``share``, reading a
+        query's top-``ef`` list costs less than pushing it down at ``ef``: the measured
+        :attr:`list_costs` ratio at ``ef`` (interpolated in log efSearch; never past the
+        last measurement, where the deeper heap costs more than the selector saves), plus the
+        chance that the list holds fewer than k authorized and is pushed down as well
+        (``Binomial(ef, share) < k``, normal tail), plus ``_LIST_READ`` for reading it —
+        below 1. Cached per efSearch and share.
+
+        The list's answer is the pushdown's (:func:`_read_lists`), so this decides the cost,
+        never the result; and it certifies by rank too (:func:`_certified`).
+
+        Examples
+        --------
+        >>> p = AutoPlanner(n_docs=10**6, k=10, ef_base=16, list_costs=((32, 0.9), (96, 1.0)))
+        >>> p.lists_pay(38, 0.5), p.lists_pay(38, 0.25), p.lists_pay(128, 0.5)
+        (True, False, False)
+        """
+
+        def compute() -> bool:
+            if not self.list_costs or ef > self.list_costs[-1][0]:
+                return False
+            at = np.log([e for e, _ in self.list_costs])
+            ratio = float(np.interp(math.log(max(ef, 1)), at, [c for _, c in self.list_costs]))
+            mean = ef * share
+            sd = math.sqrt(max(mean * (1.0 - share), 1e-12))
+            p_short = float(special.ndtr((self.k - 0.5 - mean) / sd))
+            return ratio + p_short + _LIST_READ < 1.0
+
+        return bool(self._remember(("lists", int(ef), float(share)), compute))
 
     def _remember(self, key: tuple[Any, ...], compute: Any) -> Any:
         """``compute()``, once per key: answers that depend only on the (frozen) calibration
@@ -1305,8 +1346,9 @@ def measure_graph_costs(
     index: VectorIndex, queries: Any, planner: AutoPlanner, *, repeats: int = 3
 ) -> AutoPlanner:
     """``planner`` with ``graph_costs`` measured on this machine at efSearch 64, 256, 1024, …
-    and at ``ef_base``, up to the largest efSearch its calibration walked, and the batch
-    scan's ``scan_slopes`` at 1/8, 1/4 and 1/2 of the documents (:func:`_scan_slopes`).
+    and at ``ef_base``, up to the largest efSearch its calibration walked, the batch
+    scan's ``scan_slopes`` at 1/8, 1/4 and 1/2 of the documents (:func:`_scan_slopes`), and
+    the ``list_costs`` of those efSearch values up to 256 (:func:`_list_costs`).
 
     Wall-clock, like :func:`measure_graph_cost`: for benchmarks and for a user planning on
     their own machine, not for the reproducible experiment. One scan and every efSearch's walk
@@ -1331,11 +1373,36 @@ def measure_graph_costs(
     efs = sorted({planner.ef_base, *looks, *(e for e in (64, 256, 1024, 4096, 16384) if e <= top)})
     costs = _graph_costs(index, q, planner.k, efs, repeats)
     slopes = _scan_slopes(index, q, planner.k, _SLOPE_SHARES, repeats)
+    lists = _list_costs(index, q, planner.k, [ef for ef in efs if ef <= _LIST_EF_MAX], repeats)
     return replace(
         planner,
         graph_costs=tuple((int(ef), costs[ef]) for ef in efs),
         scan_slopes=tuple(sorted(slopes.items())),
+        list_costs=tuple((int(ef), ratio) for ef, ratio in sorted(lists.items())),
     )
+
+
+#: The largest efSearch at which :func:`measure_graph_costs` times a list walk against
+#: pushdown: the list's heap grows with efSearch, and at a million vectors it already cost as
+#: much as the selector saves at 96.
+_LIST_EF_MAX = 256
+
+
+def _list_costs(
+    index: VectorIndex, q: npt.NDArray[np.float32], k: int, efs: Sequence[int], repeats: int
+) -> dict[int, float]:
+    """Per efSearch, an unfiltered walk keeping its top-efSearch list, timed against a
+    pushdown at the same efSearch under a uniform half of the documents (fixed seed; the
+    selector's cost depends on how many nodes it checks, not which): fastest call each, in one
+    interleaved sequence (:attr:`AutoPlanner.list_costs`)."""
+    half = np.random.default_rng(43).random(index.n_docs) < 0.5
+    fns: dict[str, Any] = {}
+    for ef in efs:
+        fns[f"list {ef}"] = partial(index.search, q, int(ef), ef_search=int(ef))
+        fns[f"push {ef}"] = partial(index.search_filtered, q, k, half, ef_search=int(ef))
+    first = {name: clock(fn)[1] for name, fn in fns.items()}
+    best = interleaved(fns, first, _COST_MIN_TIME, repeats)
+    return {int(ef): float(best[f"list {ef}"] / max(best[f"push {ef}"], 1e-12)) for ef in efs}
 
 
 #: Shares of the documents at which :func:`measure_graph_costs` times a batch scan's slope.
@@ -1747,8 +1814,16 @@ def _certified(
     pending = np.zeros(0, dtype=np.int64)  # rows for pushdown, in one search per efSearch
     if direct.size:
         if fits:
-            pending = direct
-            seen[direct] = s_global
+            # Where a list walk was measured cheaper than pushdown, the direct rows read
+            # their lists too (_direct): the same answers, certified by rank as well.
+            values, at_value = np.unique(first[direct], return_inverse=True)
+            pays = np.array([planner.lists_pay(int(e), s_global) for e in values], dtype=bool)
+            paying = pays[at_value.reshape(-1)]
+            by_list, pending = direct[paying], direct[~paying]
+            if by_list.size:
+                seen[by_list] = search(by_list, first[by_list])
+                listed = np.union1d(listed, by_list)
+            seen[pending] = s_global
         else:  # the sample's lists are short of authorized documents: certify every query
             seen[direct] = search(direct, first[direct])
             listed = rows
@@ -1830,7 +1905,9 @@ def _direct(
     top-ef lists at :meth:`AutoPlanner.ef_direct`, which also answers the sampled queries whose
     lists hold k authorized; if the lists hold, pooled, the share the filter's size predicts
     (``_pooled_share_fits``), every other query is pushed down at that efSearch in one call,
-    certified by the uniform-filter calibration. At 100,000 vectors the general path's numpy
+    certified by the uniform-filter calibration — or, where the planner measured a list walk
+    cheaper than pushdown there (:meth:`AutoPlanner.lists_pay`), reads its list as well, and
+    only the lists holding fewer than k go to pushdown. At 100,000 vectors the general path's numpy
     bookkeeping around those two calls was ~4 ms, 15-20% of a 50% pushdown; this is a fifth
     of it. ``None`` before any search where a scan is cheaper or the calibration does not
     reach the goal at this share, and after the sample where its lists fall short.
@@ -1850,15 +1927,40 @@ def _direct(
     scores = np.full((n_q, k), -np.inf, dtype=np.float32)
     predicted = np.full(n_q, certified)
     spent = np.full(n_q, walk)
-    good = count >= k
-    ids[listed[good]], scores[listed[good]] = kept.ids, kept.scores
-    # The rank certificate can only raise a listed query's recall (see _certified.search).
-    by_rank = planner.predicted_recall(np.full(int(good.sum()), float(ef * k)) / rank_k[good])
-    predicted[listed[good]] = np.maximum(by_rank, certified)
+
+    def take(
+        rows: npt.NDArray[np.int64],
+        count: npt.NDArray[np.int64],
+        rank_k: npt.NDArray[np.int64],
+        kept: Hits,
+    ) -> npt.NDArray[np.int64]:
+        """Answer the ``rows`` whose lists hold k, priced as ``_certified.search`` prices
+        them (the rank certificate can only raise a list's recall; the share it held, by
+        the uniform calibration: the global share where the lists hold it, pooled, else
+        each list's own); return the rows left for pushdown."""
+        good = count >= k
+        ids[rows[good]], scores[rows[good]] = kept.ids, kept.scores
+        by_rank = planner.predicted_recall(np.full(int(good.sum()), float(ef * k)) / rank_k[good])
+        if _pooled_share_fits(count, np.full(rows.size, ef), s_global):
+            by_share = np.full(by_rank.shape, certified)
+        else:
+            share = np.maximum(count[good], 0.5) / ef
+            by_share = planner.filtered_recall(np.full(share.shape, float(ef)), share)
+        predicted[rows[good]] = np.maximum(by_rank, by_share)
+        spent[rows[~good]] += walk
+        return rows[~good]
+
+    pushed = take(listed, count, rank_k, kept)
     rest = np.ones(n_q, dtype=bool)
-    rest[listed[good]] = False
-    pushed = np.flatnonzero(rest)
-    spent[listed[~good]] += walk
+    rest[listed] = False
+    unlisted = np.flatnonzero(rest)
+    if unlisted.size and planner.lists_pay(ef, s_global):
+        # The other queries read their lists too, where that walk was measured cheaper than
+        # pushdown at this efSearch (the same nodes scored, no selector checked at each).
+        full = index.search(q[unlisted], ef, ef_search=ef)
+        pushed = np.union1d(pushed, take(unlisted, *_read_lists(full, mask, k)))
+    else:
+        pushed = np.union1d(pushed, unlisted)
     if pushed.size:
         got = index.search_filtered(q[pushed], k, mask, ef_search=ef)
         ids[pushed], scores[pushed] = got.ids, got.scores
@@ -1901,12 +2003,16 @@ def _read_lists(
     >>> count.tolist(), rank_k.tolist(), kept.ids.tolist()
     ([3, 1], [3, 0], [[5, 7]])
     """
-    ok = (full.ids >= 0) & mask[np.maximum(full.ids, 0)]
-    count = ok.sum(axis=1).astype(np.int64)
+    ok = mask[full.ids] & (full.ids >= 0)  # faiss pads with -1: mask[-1], then masked out
+    count = np.count_nonzero(ok, axis=1).astype(np.int64)
     good = count >= k
-    rank_k = np.where(good, np.argmax(np.cumsum(ok, axis=1) >= k, axis=1) + 1, 0)
-    kept = Hits(full.ids[good], full.scores[good]).select(ok[good])
-    return count, rank_k.astype(np.int64), Hits(kept.ids[:, :k], kept.scores[:, :k])
+    # The first k authorized positions of each list that holds k, in rank order.
+    at = np.argsort(~ok[good], axis=1, kind="stable")[:, :k]
+    rank_k = np.zeros(count.shape[0], dtype=np.int64)
+    if at.shape[0]:
+        rank_k[good] = at[:, k - 1] + 1
+    ids = np.take_along_axis(full.ids[good], at, axis=1)
+    return count, rank_k, Hits(ids, np.take_along_axis(full.scores[good], at, axis=1))
 
 
 def _sample(n: int) -> npt.NDArray[np.int64]:
@@ -2070,6 +2176,11 @@ def _cheapest_first_ef(
 #: (at least this many, or an eighth of the batch): 16 lists at efSearch 128 and a share of 10%
 #: are 2,048 draws, enough to tell a pooled share of 8% from 10% at three standard errors.
 _SAMPLE = 16
+
+#: What reading a batch's top-ef lists in numpy adds to their walk, as a share of a pushdown
+#: walk (:meth:`AutoPlanner.lists_pay`): at 1,000,000 vectors and efSearch 38, 0.15 ms of
+#: 100 lists beside 6-9 ms of walks.
+_LIST_READ = 0.02
 
 #: Queries walked first (or a sixteenth of those planned) when the filter follows the data:
 #: the ones with the highest local selectivity, whose certified share decides the rest.
