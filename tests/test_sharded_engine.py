@@ -315,3 +315,57 @@ def test_evaluate_refuses_a_dask_engine_without_what_it_needs(tmp_path, capsys):
     (tmp_path / "acl.tsv").write_text("d1\tp\n")
     assert evaluate_main([*base, "--acl", str(tmp_path / "acl.tsv"), "--engine", "dask"]) == 2
     assert "needs --scheduler" in capsys.readouterr().err
+
+
+@pytest.mark.faults
+def test_a_map_survives_the_death_of_every_worker_holding_its_shared_data():
+    """Scattered data dies with the workers holding it, and Dask cannot rebuild it: it
+    forgets the keys and cancels every block that needs them (dask/distributed#3149; the
+    sweep launcher met it as "FutureCancelledError ... already forgotten"). The engine
+    scatters its shared arrays to every worker, so one death is survived; here every holder
+    is killed while the blocks run, and the engine scatters again and reruns what was lost.
+    """
+    import signal
+    import threading
+
+    import distributed
+
+    values = np.arange(40, dtype=np.int64)
+
+    def slow_sum(start: int, stop: int, data: Any, *, values: np.ndarray) -> int:
+        time.sleep(0.4)
+        return int(values[start:stop].sum())
+
+    with local_cluster(2) as c, DaskEngine(c.scheduler_address, block=4) as engine:
+        out: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                out["result"] = engine.map_blocks(slow_sum, 40, shared={"values": values})
+            except BaseException as exc:  # reported by the assertion below
+                out["error"] = exc
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        with distributed.Client(c.scheduler_address, timeout=START_TIMEOUT) as client:
+            deadline = time.monotonic() + 60
+            holders: set[str] = set()
+            while not holders:
+                assert time.monotonic() < deadline, "the shared data was never scattered"
+                time.sleep(0.1)
+                holders = {
+                    worker
+                    for key, workers in client.who_has().items()
+                    if not str(key).startswith("arecall-slow_sum-")
+                    for worker in workers
+                }
+            pids = dict(client.run(os.getpid))
+            time.sleep(0.5)  # a block or two under way
+            for worker in holders:
+                os.kill(pids[worker], signal.SIGKILL)
+        thread.join(timeout=180)
+        assert not thread.is_alive(), "the map never returned"
+    assert "error" not in out, repr(out.get("error"))
+    assert [int(x) for x in out["result"]] == [
+        int(values[s : s + 4].sum()) for s in range(0, 40, 4)
+    ]

@@ -197,6 +197,11 @@ def _unpickle_aligned(value: Any) -> _Aligned:
     return _Aligned(realigned(value))
 
 
+#: How many times `DaskEngine.map_blocks` scatters its shared data again after the cluster lost
+#: every copy of it (workers killed mid-map), before it gives up with one line.
+_RESCATTERS = 2
+
+
 def _run_block(fn: BlockFn, start: int, stop: int, data: _Aligned, **shared: _Aligned) -> Any:
     """A block on a worker: unwrap the held data and call ``fn``."""
     return fn(start, stop, data.value, **{k: v.value for k, v in shared.items()})
@@ -207,7 +212,9 @@ class DaskEngine(Engine):
 
     ``shared`` is scattered once with ``broadcast=True`` (one copy per worker) and the tasks
     get its futures; results are gathered in block order. Pure, deterministic block functions
-    make the result equal to `LocalEngine`'s, byte for byte.
+    make the result equal to `LocalEngine`'s, byte for byte — and make a rerun safe: if every
+    worker holding the shared data dies, Dask cancels the blocks that need it, and the
+    engine scatters it again and reruns those blocks (up to ``_RESCATTERS`` times).
 
     Parameters
     ----------
@@ -257,20 +264,30 @@ class DaskEngine(Engine):
         if not spans:
             return []
         from dask.sizeof import sizeof
+        from distributed.client import FutureCancelledError
 
         names = list(shared or {})
-        scattered = self.client.scatter(
-            [_Aligned((shared or {})[k]) for k in names], broadcast=True, hash=False
-        )  # a list: each value one future, whatever its type (a tuple is not split)
-        futures = dict(zip(names, scattered, strict=True))
-        call = uuid.uuid4().hex  # a fresh key per call: never a previous call's result
+        results: dict[int, Any] = {}
         sent = 0
-        tasks = []
-        for s, e in spans:
-            data = None if block_data is None else block_data(s, e)
-            sent += sizeof(data)
-            tasks.append(
-                self.client.submit(
+        for attempt in range(_RESCATTERS + 1):
+            todo = [i for i in range(len(spans)) if i not in results]
+            # Scattered data is not in the graph: when every worker holding it dies, Dask
+            # forgets it and cancels the blocks that need it (dask/distributed#3149). The
+            # blocks are pure, so scattering again and rerunning the lost ones is the fix;
+            # shipping the arrays inside the graph instead would route them through the
+            # scheduler.
+            scattered = self.client.scatter(
+                [_Aligned((shared or {})[k]) for k in names], broadcast=True, hash=False
+            )  # a list: each value one future, whatever its type (a tuple is not split)
+            futures = dict(zip(names, scattered, strict=True))
+            call = uuid.uuid4().hex  # a fresh key per call: never a previous call's result
+            tasks = {}
+            for i in todo:
+                s, e = spans[i]
+                data = None if block_data is None else block_data(s, e)
+                if attempt == 0:
+                    sent += sizeof(data)
+                tasks[i] = self.client.submit(
                     _run_block,
                     fn,
                     s,
@@ -280,24 +297,34 @@ class DaskEngine(Engine):
                     pure=False,
                     key=f"arecall-{getattr(fn, '__name__', 'block')}-{s}-{e}-{call}",
                 )
+            try:
+                gathered = self.client.gather([tasks[i] for i in todo])
+                results.update(zip(todo, gathered, strict=True))
+                break
+            except FutureCancelledError as exc:
+                lost = exc
+                results.update((i, t.result()) for i, t in tasks.items() if t.status == "finished")
+            finally:
+                for task in tasks.values():
+                    task.release()
+                for future in futures.values():
+                    future.release()
+        else:
+            raise ArecallError(
+                f"evaluation.engine: the Dask cluster at {self.scheduler} lost the shared data "
+                f"{_RESCATTERS + 1} times (every worker holding it died): {lost!r}"
             )
-        try:
-            results = list(self.client.gather(tasks))
-            self.shipped.append(
-                {
-                    "tasks": len(tasks),
-                    "workers": len(self.client.nthreads()),
-                    "shared_bytes": sum(sizeof(v) for v in (shared or {}).values()),
-                    "task_bytes": sent,
-                    "result_bytes": sum(sizeof(r) for r in results),
-                }
-            )
-            return results
-        finally:
-            for task in tasks:
-                task.release()
-            for future in futures.values():
-                future.release()
+        ordered = [results[i] for i in range(len(spans))]
+        self.shipped.append(
+            {
+                "tasks": len(spans),
+                "workers": len(self.client.nthreads()),
+                "shared_bytes": sum(sizeof(v) for v in (shared or {}).values()),
+                "task_bytes": sent,
+                "result_bytes": sum(sizeof(r) for r in ordered),
+            }
+        )
+        return ordered
 
     def close(self) -> None:
         self.client.close()
