@@ -369,3 +369,36 @@ def test_a_map_survives_the_death_of_every_worker_holding_its_shared_data():
     assert [int(x) for x in out["result"]] == [
         int(values[s : s + 4].sum()) for s in range(0, 40, 4)
     ]
+
+
+def test_a_cluster_that_keeps_losing_the_shared_data_is_one_line_after_two_rescatters():
+    # Rescattering is bounded: a cluster whose workers keep dying is named, not retried forever.
+    from distributed.client import FutureCancelledError
+
+    class Lost:
+        status = "cancelled"
+
+        def release(self) -> None:
+            pass
+
+    class Client:
+        scatters = 0
+
+        def scatter(self, values: list[Any], **kwargs: Any) -> list[Lost]:
+            Client.scatters += 1
+            return [Lost() for _ in values]
+
+        def submit(self, *args: Any, **kwargs: Any) -> Lost:
+            return Lost()
+
+        def gather(self, tasks: list[Lost]) -> list[Any]:
+            raise FutureCancelledError("arecall-x", reason="lost dependencies")
+
+    engine = object.__new__(DaskEngine)
+    LocalEngine.__init__(engine, block=2)
+    engine.client, engine.scheduler, engine.shipped = Client(), "tcp://127.0.0.1:8786", []
+    with pytest.raises(ArecallError) as err:
+        engine.map_blocks(lambda s, e, d, *, v: s, 6, shared={"v": np.zeros(3)})
+    assert Client.scatters == 3
+    message = str(err.value)
+    assert "\n" not in message and "tcp://127.0.0.1:8786 lost the shared data 3 times" in message
