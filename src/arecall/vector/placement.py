@@ -1898,8 +1898,8 @@ def _direct(
     n_allowed: int,
     planner: AutoPlanner,
 ) -> tuple[Hits, Plan] | None:
-    """:func:`_certified` for a filter independent of the cells, in two faiss calls and little
-    else — or ``None`` (nothing answered) where the general plan must decide.
+    """:func:`_certified` for a filter independent of the cells, in two or three faiss calls
+    and little else — or ``None`` (nothing answered) where the general plan must decide.
 
     The plan is the one the general path reaches for such a filter: a strided sample reads its
     top-ef lists at :meth:`AutoPlanner.ef_direct`, which also answers the sampled queries whose
@@ -2178,9 +2178,9 @@ def _cheapest_first_ef(
 _SAMPLE = 16
 
 #: What reading a batch's top-ef lists in numpy adds to their walk, as a share of a pushdown
-#: walk (:meth:`AutoPlanner.lists_pay`): at 1,000,000 vectors and efSearch 38, 0.15 ms of
-#: 100 lists beside 6-9 ms of walks.
-_LIST_READ = 0.02
+#: walk (:meth:`AutoPlanner.lists_pay`): at 1,000,000 vectors and efSearch 38, 0.25 ms for
+#: the 100 lists of a batch (the sample's and the rest's) beside 9.5 ms of walks.
+_LIST_READ = 0.03
 
 #: Queries walked first (or a sixteenth of those planned) when the filter follows the data:
 #: the ones with the highest local selectivity, whose certified share decides the rest.
