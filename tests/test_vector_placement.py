@@ -620,7 +620,7 @@ def test_a_filter_independent_of_the_data_costs_one_list_read_and_one_pushdown_c
         # the sample's 16 lists, then every other query (and any short list) in one call
         assert graph_lists == [16] and len(pushdowns) == 1 and 64 <= pushdowns[0] <= 80
         with monkeypatch.context() as general:
-            general.setattr(placement, "_direct", lambda *args: None)
+            general.setattr(placement, "_direct", lambda *args: (None, None))
             same, general_plan = auto(idx, batch, 10, mask, cheap_walks)
         np.testing.assert_array_equal(hits.ids, same.ids)
         np.testing.assert_array_equal(hits.scores, same.scores)
@@ -635,8 +635,9 @@ def test_where_a_list_walk_measured_cheaper_than_pushdown_every_query_reads_its_
     # at efSearch 32-38 took 0.90x a pushdown at the same efSearch (the same walk, without the
     # selector's check at every node it scores), and auto, which pushed down every query
     # outside its sample, ran 1.18x the fixed pushdown at its own efSearch. Where the planner
-    # measured the list walk cheaper, every query reads its list and only those holding fewer
-    # than k authorized are pushed down: the same answers, and each list certified by rank.
+    # measured one list walk of the batch cheaper, every query reads its list in one call and
+    # only those holding fewer than k authorized are pushed down: the same answers, and each
+    # list certified by rank.
     import arecall.vector.placement as placement
 
     idx, queries, data = lowrank
@@ -665,17 +666,54 @@ def test_where_a_list_walk_measured_cheaper_than_pushdown_every_query_reads_its_
         if not reads_all:
             assert graph_lists == [16] and str(plan) == str(pushed_plan)
             continue
-        assert graph_lists == [16, 64], graph_lists  # the sample, then every other query
+        assert graph_lists == [80], graph_lists  # every query's list, in one call
         full = idx.search(batch, ef, ef_search=ef)
         ok = (full.ids >= 0) & mask[np.maximum(full.ids, 0)]
         assert sum(pushdowns) == int(np.sum(ok.sum(axis=1) < 10))  # only the short lists
         assert plan.predicted_recall >= pushed_plan.predicted_recall
         with monkeypatch.context() as general:
-            general.setattr(placement, "_direct", lambda *args: None)
+            general.setattr(placement, "_direct", lambda *args: (None, None))
             same, general_plan = auto(idx, batch, 10, mask, planner)
         np.testing.assert_array_equal(hits.ids, same.ids)
         assert str(plan) == str(general_plan)
         assert plan.predicted_recall == pytest.approx(general_plan.predicted_recall)
+
+
+def test_lists_read_for_a_filter_the_queries_turn_out_to_avoid_are_not_read_again(
+    lowrank, cheap_walks, monkeypatch
+) -> None:
+    # Where one list walk of the whole batch pays, the direct plan reads every list before it
+    # knows whether the sample's hold the filter's share. A filter independent of the cells
+    # but not of the queries (here: each query's ten nearest documents unauthorized) fails
+    # that check, and the general plan takes over: it must use the lists already read, not
+    # walk every query again at the same efSearch.
+    import arecall.vector.placement as placement
+
+    idx, queries, data = lowrank
+    batch = np.concatenate([queries, data.calibration_queries(80)[40:]])  # 80 queries
+    mask = np.random.default_rng(12).random(idx.n_docs) < 0.5
+    mask[idx.exact(batch, 10).ids.ravel()] = False
+    planner = replace(cheap_walks, list_costs=((16, 0.8), (1024, 0.8)))
+    assert planner.cells is not None and planner.cells.looks_independent(mask)
+    walks: list[tuple[int, int]] = []
+    search = VectorIndex.search
+
+    def spy(self: VectorIndex, q, k, **kwargs):  # type: ignore[no-untyped-def]
+        walks.append((len(q), kwargs.get("ef_search")))
+        return search(self, q, k, **kwargs)
+
+    monkeypatch.setattr(VectorIndex, "search", spy)
+    ef = planner.ef_direct(float(mask.mean()), len(batch))
+    hits, plan = auto(idx, batch, 10, mask, planner)
+    assert walks[0] == (80, ef), walks
+    assert all(e != ef for _, e in walks[1:]), walks
+    with monkeypatch.context() as general:
+        general.setattr(placement, "_direct", lambda *args: (None, None))
+        same, general_plan = auto(idx, batch, 10, mask, planner)
+    np.testing.assert_array_equal(hits.ids, same.ids)
+    assert str(plan) == str(general_plan)
+    oracle = idx.exact(batch, 10, mask)
+    assert (hits.returned() == 10).all() and _recall_of(hits, oracle) >= 0.95, str(plan)
 
 
 def test_a_list_walk_pays_only_below_a_pushdown_with_its_short_lists_and_the_read() -> None:

@@ -88,9 +88,9 @@ queries from never-authorized ones), a query inside an authorized cluster a smal
    its list, to run that check; if it passes, the rest go straight to pushdown at the
    efSearch where the interpolated calibration curve crosses the target
    (``AutoPlanner.ef_direct``), with no second walk for short lists — unless the planner
-   measured the list walk cheaper than pushdown at that efSearch (``AutoPlanner.lists_pay``:
-   at a million vectors and efSearch 32-38 it skips the selector's check at every scored
-   node), and then the rest read their lists too and only the short ones are pushed down.
+   measured one list walk of the whole batch cheaper (``AutoPlanner.lists_pay``: it skips
+   the selector's check at every scored node, and a second faiss call), and then every query
+   reads its list in one call and only the short ones are pushed down.
    That target keeps the margin the batch needs, not a fixed one: ``target_recall`` plus
    2.58 standard errors of the batch's mean against the calibration's, from the per-query
    spread the calibration measured (``AutoPlanner.aim``), within [``margin``/2, ``margin``].
@@ -663,12 +663,13 @@ class AutoPlanner:
     queries, 0.70–0.86 at 1/8 to 1/2 of 100,000 vectors, and 0.55–0.61 at a million (100
     queries). Empty: 1."""
     list_costs: tuple[tuple[int, float], ...] = field(default=())
-    """Measured (efSearch, ratio), ascending (:func:`measure_graph_costs`): an unfiltered walk
-    keeping its top-efSearch list, timed against a pushdown at the same efSearch under a
-    uniform half. The two walks score the same nodes; the list skips the selector's check at
-    each and pays for a result heap efSearch deep — at a million vectors 0.90x at efSearch
-    32, 1.00x at 96, 1.03x at 384; at 100,000, 0.96x at 32 (:meth:`lists_pay`). Empty:
-    unknown, and only a sample reads its list."""
+    """Measured (efSearch, ratio), ascending (:func:`measure_graph_costs`): a batch's top-
+    efSearch lists read in one unfiltered call, timed against a sample's lists and a pushdown
+    of the rest at the same efSearch (:func:`_direct`) under a uniform half. The walks score
+    the same nodes; the lists skip the selector's check at each and a second faiss call, and
+    pay for a result heap efSearch deep — one list walk alone took 0.90x a pushdown at a
+    million vectors and efSearch 32, 1.00x at 96, 1.03x at 384; 0.96x at 100,000 and 32
+    (:meth:`lists_pay`). Empty: unknown, and only a sample reads its list."""
     second_look: tuple[int, float, int, float, float, float] | None = field(default=None)
     """The unfiltered plan's second look (:func:`_second_look`): (efSearch first, k-th score
     threshold, efSearch again, share of the calibration queries below the threshold, recall of
@@ -874,13 +875,13 @@ class AutoPlanner:
         )
 
     def lists_pay(self, ef: int, share: float) -> bool:
-        """Whether, under a filter independent of the data authorizing ``share``, reading a
-        query's top-``ef`` list costs less than pushing it down at ``ef``: the measured
-        :attr:`list_costs` ratio at ``ef`` (interpolated in log efSearch; never past the
-        last measurement, where the deeper heap costs more than the selector saves), plus the
-        chance that the list holds fewer than k authorized and is pushed down as well
-        (``Binomial(ef, share) < k``, normal tail), plus ``_LIST_READ`` for reading it —
-        below 1. Cached per efSearch and share.
+        """Whether, under a filter independent of the data authorizing ``share``, reading every
+        query's top-``ef`` list costs less than a sample's lists and a pushdown of the rest at
+        ``ef``: the measured :attr:`list_costs` ratio at ``ef`` (interpolated in log
+        efSearch; never past the last measurement, where the deeper heap costs more than the
+        selector saves), plus the chance that a list holds fewer than k authorized and is
+        pushed down as well (``Binomial(ef, share) < k``, normal tail), plus ``_LIST_READ``
+        for reading them — below 1. Cached per efSearch and share.
 
         The list's answer is the pushdown's (:func:`_read_lists`), so this decides the cost,
         never the result; and it certifies by rank too (:func:`_certified`).
@@ -1348,7 +1349,7 @@ def measure_graph_costs(
     """``planner`` with ``graph_costs`` measured on this machine at efSearch 64, 256, 1024, …
     and at ``ef_base``, up to the largest efSearch its calibration walked, the batch
     scan's ``scan_slopes`` at 1/8, 1/4 and 1/2 of the documents (:func:`_scan_slopes`), and
-    the ``list_costs`` of those efSearch values up to 256 (:func:`_list_costs`).
+    the batch's ``list_costs`` at those efSearch values up to 256 (:func:`_list_costs`).
 
     Wall-clock, like :func:`measure_graph_cost`: for benchmarks and for a user planning on
     their own machine, not for the reproducible experiment. One scan and every efSearch's walk
@@ -1391,18 +1392,28 @@ _LIST_EF_MAX = 256
 def _list_costs(
     index: VectorIndex, q: npt.NDArray[np.float32], k: int, efs: Sequence[int], repeats: int
 ) -> dict[int, float]:
-    """Per efSearch, an unfiltered walk keeping its top-efSearch list, timed against a
-    pushdown at the same efSearch under a uniform half of the documents (fixed seed; the
-    selector's cost depends on how many nodes it checks, not which): fastest call each, in one
-    interleaved sequence (:attr:`AutoPlanner.list_costs`)."""
+    """Per efSearch, the batch's two ways of answering a filter independent of the data, timed
+    under a uniform half of the documents (fixed seed; the selector's cost depends on how many
+    nodes it checks, not which): every query's top-efSearch list in one unfiltered call,
+    against the sample's lists and a pushdown of the rest (:func:`_direct`) — fastest call
+    each, in one interleaved sequence (:attr:`AutoPlanner.list_costs`)."""
     half = np.random.default_rng(43).random(index.n_docs) < 0.5
+    listed = _sample(q.shape[0])
+    sample = q[listed]
+    rest = np.delete(q, listed, axis=0)
+
+    def split(ef: int) -> None:
+        index.search(sample, ef, ef_search=ef)
+        if rest.shape[0]:  # a batch of 2 x _SAMPLE or fewer is all sample
+            index.search_filtered(rest, k, half, ef_search=ef)
+
     fns: dict[str, Any] = {}
     for ef in efs:
-        fns[f"list {ef}"] = partial(index.search, q, int(ef), ef_search=int(ef))
-        fns[f"push {ef}"] = partial(index.search_filtered, q, k, half, ef_search=int(ef))
+        fns[f"lists {ef}"] = partial(index.search, q, int(ef), ef_search=int(ef))
+        fns[f"split {ef}"] = partial(split, int(ef))
     first = {name: clock(fn)[1] for name, fn in fns.items()}
     best = interleaved(fns, first, _COST_MIN_TIME, repeats)
-    return {int(ef): float(best[f"list {ef}"] / max(best[f"push {ef}"], 1e-12)) for ef in efs}
+    return {int(ef): float(best[f"lists {ef}"] / max(best[f"split {ef}"], 1e-12)) for ef in efs}
 
 
 #: Shares of the documents at which :func:`measure_graph_costs` times a batch scan's slope.
@@ -1637,6 +1648,7 @@ def _certified(
     n_q = q.shape[0]
     assert planner.ef_base is not None
     scan_cost = float(n_allowed)
+    searched: tuple[int, Hits] | None = None  # lists _direct read and handed back (ef, lists)
     # What walking a query saves when the others are scanned: a batch scan streams the
     # authorized vectors once whatever its size, so less than a query's mean share (at
     # 100,000 clustered vectors and 30%, a plan walking 64 queries and scanning 136, priced
@@ -1651,7 +1663,7 @@ def _certified(
     if planner.cells is not None:
         independent = planner.cells.looks_independent(mask)
         if independent and n_q > 2 * _SAMPLE:
-            done = _direct(index, q, k, mask, n_allowed, planner)
+            done, searched = _direct(index, q, k, mask, n_allowed, planner)
             if done is not None:
                 return done
         if not independent:
@@ -1737,7 +1749,10 @@ def _certified(
             # Unfiltered top-ef == pushdown(ef)'s visited set in ranked order: faiss's
             # traversal ignores the selector, so its authorized prefix *is* pushdown's
             # answer, and where that prefix sits in the ranking is the evidence.
-            full = index.search(q[sub], int(ef), ef_search=int(ef))
+            if searched is not None and searched[0] == ef:  # read by _direct already
+                full = Hits(searched[1].ids[sub], searched[1].scores[sub])
+            else:
+                full = index.search(q[sub], int(ef), ef_search=int(ef))
             count[at], rank_k[at], kept = _read_lists(full, mask, k)
             good = count[at] >= k
             ids[sub[good]], scores[sub[good]] = kept.ids, kept.scores
@@ -1897,20 +1912,22 @@ def _direct(
     mask: npt.NDArray[np.bool_],
     n_allowed: int,
     planner: AutoPlanner,
-) -> tuple[Hits, Plan] | None:
-    """:func:`_certified` for a filter independent of the cells, in two or three faiss calls
-    and little else — or ``None`` (nothing answered) where the general plan must decide.
+) -> tuple[tuple[Hits, Plan] | None, tuple[int, Hits] | None]:
+    """:func:`_certified` for a filter independent of the cells, in one to three faiss calls
+    and little else — or ``None`` (nothing answered) where the general plan must decide,
+    with the lists it read, if it read every query's (efSearch, lists), for that plan to use.
 
     The plan is the one the general path reaches for such a filter: a strided sample reads its
     top-ef lists at :meth:`AutoPlanner.ef_direct`, which also answers the sampled queries whose
     lists hold k authorized; if the lists hold, pooled, the share the filter's size predicts
     (``_pooled_share_fits``), every other query is pushed down at that efSearch in one call,
-    certified by the uniform-filter calibration — or, where the planner measured a list walk
-    cheaper than pushdown there (:meth:`AutoPlanner.lists_pay`), reads its list as well, and
-    only the lists holding fewer than k go to pushdown. At 100,000 vectors the general path's numpy
-    bookkeeping around those two calls was ~4 ms, 15-20% of a 50% pushdown; this is a fifth
-    of it. ``None`` before any search where a scan is cheaper or the calibration does not
-    reach the goal at this share, and after the sample where its lists fall short.
+    certified by the uniform-filter calibration. Where the planner measured one list walk for
+    the whole batch cheaper than that sample and pushdown (:meth:`AutoPlanner.lists_pay`),
+    every query reads its list in one call instead, and only the lists holding fewer than k
+    go to pushdown. At 100,000 vectors the general path's numpy bookkeeping around those
+    calls was ~4 ms, 15-20% of a 50% pushdown; this is a fifth of it. ``None`` before any
+    search where a scan is cheaper or the calibration does not reach the goal at this share,
+    and after the sample where its lists fall short.
     """
     n_q = q.shape[0]
     s_global = n_allowed / index.n_docs  # n_allowed: the caller's count of mask
@@ -1918,11 +1935,18 @@ def _direct(
     walk, scan_cost = planner.walk_cost(ef), float(n_allowed)
     certified = planner.direct_recall(s_global, n_q)
     if not walk < scan_cost or certified < planner.goal:
-        return None
+        return None, None
     listed = _sample(n_q)
-    count, rank_k, kept = _read_lists(index.search(q[listed], ef, ef_search=ef), mask, k)
+    unlisted = np.setdiff1d(np.arange(n_q), listed, assume_unique=True)
+    searched: tuple[int, Hits] | None = None
+    if planner.lists_pay(ef, s_global):
+        searched = ef, index.search(q, ef, ef_search=ef)
+        full = Hits(searched[1].ids[listed], searched[1].scores[listed])
+    else:
+        full = index.search(q[listed], ef, ef_search=ef)
+    count, rank_k, kept = _read_lists(full, mask, k)
     if not _pooled_share_fits(count, np.full(listed.size, ef), s_global):
-        return None
+        return None, searched
     ids = np.full((n_q, k), -1, dtype=np.int64)
     scores = np.full((n_q, k), -np.inf, dtype=np.float32)
     predicted = np.full(n_q, certified)
@@ -1951,14 +1975,9 @@ def _direct(
         return rows[~good]
 
     pushed = take(listed, count, rank_k, kept)
-    rest = np.ones(n_q, dtype=bool)
-    rest[listed] = False
-    unlisted = np.flatnonzero(rest)
-    if unlisted.size and planner.lists_pay(ef, s_global):
-        # The other queries read their lists too, where that walk was measured cheaper than
-        # pushdown at this efSearch (the same nodes scored, no selector checked at each).
-        full = index.search(q[unlisted], ef, ef_search=ef)
-        pushed = np.union1d(pushed, take(unlisted, *_read_lists(full, mask, k)))
+    if searched is not None and unlisted.size:
+        rest = Hits(searched[1].ids[unlisted], searched[1].scores[unlisted])
+        pushed = np.union1d(pushed, take(unlisted, *_read_lists(rest, mask, k)))
     else:
         pushed = np.union1d(pushed, unlisted)
     if pushed.size:
@@ -1985,7 +2004,7 @@ def _direct(
         predicted_recall=float(predicted.mean()),
         cost_auto=float(spent.mean()),
     )
-    return Hits(ids, scores), plan
+    return (Hits(ids, scores), plan), None
 
 
 def _read_lists(
@@ -2177,9 +2196,9 @@ def _cheapest_first_ef(
 #: are 2,048 draws, enough to tell a pooled share of 8% from 10% at three standard errors.
 _SAMPLE = 16
 
-#: What reading a batch's top-ef lists in numpy adds to their walk, as a share of a pushdown
-#: walk (:meth:`AutoPlanner.lists_pay`): at 1,000,000 vectors and efSearch 38, 0.25 ms for
-#: the 100 lists of a batch (the sample's and the rest's) beside 9.5 ms of walks.
+#: What reading a batch's top-ef lists in numpy adds, as a share of its walks
+#: (:meth:`AutoPlanner.lists_pay`): at 1,000,000 vectors and efSearch 38, 0.25 ms for the
+#: 100 lists of a batch beside 9.5 ms of walks.
 _LIST_READ = 0.03
 
 #: Queries walked first (or a sixteenth of those planned) when the filter follows the data:
