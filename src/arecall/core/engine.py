@@ -21,6 +21,7 @@ engine, the default, costs nothing.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -303,7 +304,10 @@ class DaskEngine(Engine):
                 break
             except FutureCancelledError as exc:
                 lost = exc
-                results.update((i, t.result()) for i, t in tasks.items() if t.status == "finished")
+                for i, task in tasks.items():
+                    if task.status == "finished":  # kept, unless its holder died meanwhile
+                        with contextlib.suppress(FutureCancelledError):
+                            results[i] = task.result()
             finally:
                 for task in tasks.values():
                     task.release()
