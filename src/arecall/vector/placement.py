@@ -1937,7 +1937,7 @@ def _direct(
     if not walk < scan_cost or certified < planner.goal:
         return None, None
     listed = _sample(n_q)
-    unlisted = np.setdiff1d(np.arange(n_q), listed, assume_unique=True)
+    unlisted = _unsampled(n_q)
     searched: tuple[int, Hits] | None = None
     if planner.lists_pay(ef, s_global):
         searched = ef, index.search(q, ef, ef_search=ef)
@@ -1978,8 +1978,8 @@ def _direct(
     if searched is not None and unlisted.size:
         rest = Hits(searched[1].ids[unlisted], searched[1].scores[unlisted])
         pushed = np.union1d(pushed, take(unlisted, *_read_lists(rest, mask, k)))
-    else:
-        pushed = np.union1d(pushed, unlisted)
+    else:  # usually no sampled list is short: nothing to merge
+        pushed = np.union1d(pushed, unlisted) if pushed.size else unlisted
     if pushed.size:
         got = index.search_filtered(q[pushed], k, mask, ef_search=ef)
         ids[pushed], scores[pushed] = got.ids, got.scores
@@ -2038,6 +2038,21 @@ def _sample(n: int) -> npt.NDArray[np.int64]:
     """The queries ``auto`` gathers evidence on first: ``_SAMPLE`` or an eighth of ``n``,
     strided (:func:`_strided`)."""
     return _strided(n, max(_SAMPLE, math.ceil(n / 8)))
+
+
+@lru_cache(maxsize=64)
+def _unsampled(n: int) -> npt.NDArray[np.int64]:
+    """The queries :func:`_sample` leaves out, ascending. Cached (read-only): ``setdiff1d``
+    sorted on every call of the direct plan, 0.04 ms of its ~0.3 ms of numpy at 200 queries.
+
+    Examples
+    --------
+    >>> _unsampled(40).tolist() == sorted(set(range(40)) - set(_sample(40).tolist()))
+    True
+    """
+    out = np.setdiff1d(np.arange(n, dtype=np.int64), _sample(n), assume_unique=True)
+    out.flags.writeable = False
+    return out
 
 
 @lru_cache(maxsize=64)
