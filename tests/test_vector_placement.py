@@ -620,7 +620,7 @@ def test_a_filter_independent_of_the_data_costs_one_list_read_and_one_pushdown_c
         # the sample's 16 lists, then every other query (and any short list) in one call
         assert graph_lists == [16] and len(pushdowns) == 1 and 64 <= pushdowns[0] <= 80
         with monkeypatch.context() as general:
-            general.setattr(placement, "_direct", lambda *args: (None, None))
+            general.setattr(placement, "_direct", lambda *args, **kwargs: (None, None))
             same, general_plan = auto(idx, batch, 10, mask, cheap_walks)
         np.testing.assert_array_equal(hits.ids, same.ids)
         np.testing.assert_array_equal(hits.scores, same.scores)
@@ -672,7 +672,7 @@ def test_where_a_list_walk_measured_cheaper_than_pushdown_every_query_reads_its_
         assert sum(pushdowns) == int(np.sum(ok.sum(axis=1) < 10))  # only the short lists
         assert plan.predicted_recall >= pushed_plan.predicted_recall
         with monkeypatch.context() as general:
-            general.setattr(placement, "_direct", lambda *args: (None, None))
+            general.setattr(placement, "_direct", lambda *args, **kwargs: (None, None))
             same, general_plan = auto(idx, batch, 10, mask, planner)
         np.testing.assert_array_equal(hits.ids, same.ids)
         assert str(plan) == str(general_plan)
@@ -708,12 +708,68 @@ def test_lists_read_for_a_filter_the_queries_turn_out_to_avoid_are_not_read_agai
     assert walks[0] == (80, ef), walks
     assert all(e != ef for _, e in walks[1:]), walks
     with monkeypatch.context() as general:
-        general.setattr(placement, "_direct", lambda *args: (None, None))
+        general.setattr(placement, "_direct", lambda *args, **kwargs: (None, None))
         same, general_plan = auto(idx, batch, 10, mask, planner)
     np.testing.assert_array_equal(hits.ids, same.ids)
     assert str(plan) == str(general_plan)
     oracle = idx.exact(batch, 10, mask)
     assert (hits.returned() == 10).all() and _recall_of(hits, oracle) >= 0.95, str(plan)
+
+
+def test_a_filter_independent_of_the_data_where_no_walk_pays_is_scanned_without_the_general_plan(
+    lowrank, cheap_walks, monkeypatch
+) -> None:
+    # At 100,000 low-rank vectors and a uniform 10% filter no walk beats the scan, and auto
+    # ran 1.10-1.13x the scan it chose: the general plan spent 0.3-0.5 ms of numpy deciding
+    # to scan every query. A filter independent of the cells gives every query the global
+    # share, so the direct plan's own check says it: scan, with the general plan's answer
+    # and the same plan, and nothing walked.
+    import arecall.vector.placement as placement
+
+    idx, queries, data = lowrank
+    batch = np.concatenate([queries, data.calibration_queries(80)[40:]])  # 80 queries
+    planner = cheap_walks
+    walks: list[int] = []
+    search, search_filtered = VectorIndex.search, VectorIndex.search_filtered
+
+    def spy(self: VectorIndex, q, k, **kwargs):  # type: ignore[no-untyped-def]
+        walks.append(len(q))
+        return search(self, q, k, **kwargs)
+
+    def spy_filtered(self: VectorIndex, q, k, allowed, **kwargs):  # type: ignore[no-untyped-def]
+        walks.append(len(q))
+        return search_filtered(self, q, k, allowed, **kwargs)
+
+    monkeypatch.setattr(VectorIndex, "search", spy)
+    monkeypatch.setattr(VectorIndex, "search_filtered", spy_filtered)
+    planned: list[int] = []  # the general plan's per-query pricing, called
+    first_walks = placement._first_walks
+
+    def spy_first(*args, **kwargs):  # type: ignore[no-untyped-def]
+        planned.append(1)
+        return first_walks(*args, **kwargs)
+
+    monkeypatch.setattr(placement, "_first_walks", spy_first)
+    scanned = 0
+    for s in (0.07, 0.1, 0.14, 0.2):
+        mask = np.random.default_rng(int(100 * s)).random(idx.n_docs) < s
+        assert planner.cells is not None and planner.cells.looks_independent(mask)
+        n_allowed = int(mask.sum())
+        ef = planner.ef_direct(n_allowed / idx.n_docs, len(batch))
+        if n_allowed <= planner.scan_below or planner.walk_cost(ef) < n_allowed:
+            continue  # another plan: the early scan, or a walk that pays
+        walks.clear()
+        planned.clear()
+        hits, plan = auto(idx, batch, 10, mask, planner)
+        assert walks == [] and planned == [] and plan.method == "exact", (walks, str(plan))
+        with monkeypatch.context() as general:
+            general.setattr(placement, "_direct", lambda *args, **kwargs: (None, None))
+            same, general_plan = auto(idx, batch, 10, mask, planner)
+        np.testing.assert_array_equal(hits.ids, same.ids)
+        np.testing.assert_array_equal(hits.scores, same.scores)
+        assert plan == general_plan and str(plan) == str(general_plan)
+        scanned += 1
+    assert scanned, "no share where no walk pays"
 
 
 def test_a_list_walk_pays_only_below_a_pushdown_with_its_short_lists_and_the_read() -> None:
