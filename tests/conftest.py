@@ -181,6 +181,23 @@ def graph_lists(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
+@pytest.fixture
+def pushdowns(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Queries per ``VectorIndex.search_filtered`` call from here on: ``auto``'s pushdowns
+    (its list walks go through ``search``, counted by :func:`graph_lists`)."""
+    from arecall.vector.index import VectorIndex
+
+    calls: list[int] = []
+    search_filtered = VectorIndex.search_filtered
+
+    def spy(self: VectorIndex, queries: Any, k: int, allowed: Any, **kwargs: Any) -> Any:
+        calls.append(len(queries))
+        return search_filtered(self, queries, k, allowed, **kwargs)
+
+    monkeypatch.setattr(VectorIndex, "search_filtered", spy)
+    return calls
+
+
 def assert_proved_on_every_pair(out: dict[str, Any]) -> None:
     """The prove stage checked this run's own lists on every query-principal pair and K.
 

@@ -592,25 +592,16 @@ def test_a_tight_calibration_pushes_a_uniform_filter_down_below_the_whole_margin
 
 
 def test_a_filter_independent_of_the_data_costs_one_list_read_and_one_pushdown_call(
-    lowrank, cheap_walks, graph_lists, monkeypatch
+    lowrank, cheap_walks, graph_lists, pushdowns, monkeypatch
 ) -> None:
     # At 100,000 vectors and a uniform 50% filter, the general plan's bookkeeping around its
     # faiss calls was ~4 ms, 15-20% of the pushdown itself, and the sampled queries whose lists
     # fell short were pushed down in a second call. The direct plan makes one unfiltered call
     # (the sample's lists) and one pushdown call — and answers exactly as the general plan does.
     import arecall.vector.placement as placement
-    from arecall.vector.index import VectorIndex
 
     idx, queries, data = lowrank
     batch = np.concatenate([queries, data.calibration_queries(80)[40:]])  # 80 queries
-    pushdowns: list[int] = []
-    search_filtered = VectorIndex.search_filtered
-
-    def spy(self: VectorIndex, q, k, allowed, **kwargs):  # type: ignore[no-untyped-def]
-        pushdowns.append(len(q))
-        return search_filtered(self, q, k, allowed, **kwargs)
-
-    monkeypatch.setattr(VectorIndex, "search_filtered", spy)
     for s, seed in ((0.3, 11), (0.5, 12)):
         mask = np.random.default_rng(seed).random(idx.n_docs) < s
         graph_lists.clear()
@@ -629,7 +620,7 @@ def test_a_filter_independent_of_the_data_costs_one_list_read_and_one_pushdown_c
 
 
 def test_where_a_list_walk_measured_cheaper_than_pushdown_every_query_reads_its_list(
-    lowrank, cheap_walks, graph_lists, monkeypatch
+    lowrank, cheap_walks, graph_lists, pushdowns, monkeypatch
 ) -> None:
     # At 1,000,000 low-rank vectors and a uniform 50% filter, faiss's unfiltered top-ef walk
     # at efSearch 32-38 took 0.90x a pushdown at the same efSearch (the same walk, without the
@@ -643,14 +634,6 @@ def test_where_a_list_walk_measured_cheaper_than_pushdown_every_query_reads_its_
     idx, queries, data = lowrank
     batch = np.concatenate([queries, data.calibration_queries(80)[40:]])  # 80 queries
     mask = np.random.default_rng(12).random(idx.n_docs) < 0.5
-    pushdowns: list[int] = []
-    search_filtered = VectorIndex.search_filtered
-
-    def spy(self: VectorIndex, q, k, allowed, **kwargs):  # type: ignore[no-untyped-def]
-        pushdowns.append(len(q))
-        return search_filtered(self, q, k, allowed, **kwargs)
-
-    monkeypatch.setattr(VectorIndex, "search_filtered", spy)
     pushed, pushed_plan = auto(idx, batch, 10, mask, cheap_walks)
     assert graph_lists == [16] and pushdowns and pushdowns[-1] >= 64, (graph_lists, pushdowns)
     ef = pushed_plan.ef_search
@@ -717,7 +700,7 @@ def test_lists_read_for_a_filter_the_queries_turn_out_to_avoid_are_not_read_agai
 
 
 def test_a_filter_independent_of_the_data_where_no_walk_pays_is_scanned_without_the_general_plan(
-    lowrank, cheap_walks, monkeypatch
+    lowrank, cheap_walks, graph_lists, pushdowns, monkeypatch
 ) -> None:
     # At 100,000 low-rank vectors and a uniform 10% filter no walk beats the scan, and auto
     # ran 1.10-1.13x the scan it chose: the general plan spent 0.3-0.5 ms of numpy deciding
@@ -729,19 +712,6 @@ def test_a_filter_independent_of_the_data_where_no_walk_pays_is_scanned_without_
     idx, queries, data = lowrank
     batch = np.concatenate([queries, data.calibration_queries(80)[40:]])  # 80 queries
     planner = cheap_walks
-    walks: list[int] = []
-    search, search_filtered = VectorIndex.search, VectorIndex.search_filtered
-
-    def spy(self: VectorIndex, q, k, **kwargs):  # type: ignore[no-untyped-def]
-        walks.append(len(q))
-        return search(self, q, k, **kwargs)
-
-    def spy_filtered(self: VectorIndex, q, k, allowed, **kwargs):  # type: ignore[no-untyped-def]
-        walks.append(len(q))
-        return search_filtered(self, q, k, allowed, **kwargs)
-
-    monkeypatch.setattr(VectorIndex, "search", spy)
-    monkeypatch.setattr(VectorIndex, "search_filtered", spy_filtered)
     planned: list[int] = []  # the general plan's per-query pricing, called
     first_walks = placement._first_walks
 
@@ -758,9 +728,11 @@ def test_a_filter_independent_of_the_data_where_no_walk_pays_is_scanned_without_
         ef = planner.ef_direct(n_allowed / idx.n_docs, len(batch))
         if n_allowed <= planner.scan_below or planner.walk_cost(ef) < n_allowed:
             continue  # another plan: the early scan, or a walk that pays
-        walks.clear()
+        graph_lists.clear()
+        pushdowns.clear()
         planned.clear()
         hits, plan = auto(idx, batch, 10, mask, planner)
+        walks = graph_lists + pushdowns
         assert walks == [] and planned == [] and plan.method == "exact", (walks, str(plan))
         with monkeypatch.context() as general:
             general.setattr(placement, "_direct", lambda *args, **kwargs: (None, None))
