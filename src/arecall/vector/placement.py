@@ -1964,15 +1964,19 @@ def _direct(
         count: npt.NDArray[np.int64],
         rank_k: npt.NDArray[np.int64],
         kept: Hits,
+        fits: bool | None = None,
     ) -> npt.NDArray[np.int64]:
         """Answer the ``rows`` whose lists hold k, priced as ``_certified.search`` prices
         them (the rank certificate can only raise a list's recall; the share it held, by
-        the uniform calibration: the global share where the lists hold it, pooled, else
-        each list's own); return the rows left for pushdown."""
+        the uniform calibration: the global share where the lists hold it, pooled — ``fits``,
+        where the caller checked it already — else each list's own); return the rows left
+        for pushdown."""
         good = count >= k
         ids[rows[good]], scores[rows[good]] = kept.ids, kept.scores
         by_rank = planner.predicted_recall(np.full(int(good.sum()), float(ef * k)) / rank_k[good])
-        if _pooled_share_fits(count, np.full(rows.size, ef), s_global):
+        if fits is None:
+            fits = _pooled_share_fits(count, np.full(rows.size, ef), s_global)
+        if fits:
             by_share = np.full(by_rank.shape, certified)
         else:
             share = np.maximum(count[good], 0.5) / ef
@@ -1981,7 +1985,7 @@ def _direct(
         spent[rows[~good]] += walk
         return rows[~good]
 
-    pushed = take(listed, count, rank_k, kept)
+    pushed = take(listed, count, rank_k, kept, fits=True)  # the sample's check, just passed
     if searched is not None and unlisted.size:
         rest = Hits(searched[1].ids[unlisted], searched[1].scores[unlisted])
         pushed = np.union1d(pushed, take(unlisted, *_read_lists(rest, mask, k)))
@@ -1995,7 +1999,7 @@ def _direct(
     else:
         short = pushed
     if short.size:
-        exact = _scan(index, q[short], k, mask, n_allowed)
+        exact = _scan(index, q[short], k, mask, n_allowed, authorized_ids)
         ids[short], scores[short], predicted[short] = exact.ids, exact.scores, 1.0
         spent[short] += scan_cost
     plan = Plan(
