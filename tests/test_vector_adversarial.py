@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import math
+import time
 from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
@@ -535,6 +536,92 @@ def test_a_query_walks_only_where_its_walk_costs_less_than_it_saves_the_batch_sc
     assert str(cheap).split("; cost")[0] == str(dear).split("; cost")[0]
     assert cheap.cost_auto is not None and dear.cost_auto is not None
     assert dear.cost_auto > cheap.cost_auto
+
+
+def test_a_plan_that_cannot_repay_its_own_bookkeeping_scans_without_walking(
+    graph_lists,
+) -> None:
+    # At 100,000 clustered vectors a plan for a filter that follows the data spent ~3 ms of a
+    # 200-query call on its own bookkeeping, unpriced: walking 64 queries and scanning 136 at
+    # 30% was priced 0.99x the scan and ran 1.35x. Priced (AutoPlanner.plan_overhead), walks
+    # that cannot repay it are not tried: the same mixed plan as before where the bookkeeping
+    # is cheap, with its cost in the reported price; the scan, unprobed, where it is dear.
+    corpus, index, planner = setup("clustered-corr", 3000, 16, 30)
+    mask = corpus.mask(0.5)
+    q = corpus.data.queries
+    mixed = replace(planner, graph_cost=3.0, scan_slopes=((0.125, 1.0), (0.5, 1.0)))
+    _, free = auto(index, q, K, mask, mixed)
+    _, cheap = auto(index, q, K, mask, replace(mixed, plan_overhead=q.shape[0] * 10.0))
+    assert free.method == "pushdown" and (free.n_fallback or 0) > 0, str(free)
+    assert str(cheap).split("; cost")[0] == str(free).split("; cost")[0]
+    assert free.cost_auto is not None and cheap.cost_auto is not None
+    assert cheap.cost_auto == pytest.approx(free.cost_auto + 10.0)
+    # Bookkeeping dearer than scanning the batch twice: nothing it could save repays it.
+    dear = replace(mixed, plan_overhead=2.0 * q.shape[0] * float(mask.sum()))
+    graph_lists.clear()
+    hits, plan = auto(index, q, K, mask, dear)
+    assert plan.method == "exact" and plan.n_probed is None, str(plan)
+    assert graph_lists == [], str(plan)
+    np.testing.assert_array_equal(hits.ids, index.exact(q, K, mask).ids)
+
+
+def test_the_plan_overhead_counts_the_planners_own_time_not_its_searches(monkeypatch) -> None:
+    # Measured as the plan's time beside its searches and scans: slow every search down and
+    # the overhead stays; slow the planner's own reading of its lists down and it grows.
+    from arecall.vector import placement
+
+    corpus, index, planner = setup("clustered-corr", 3000, 16, 30)
+    q = corpus.data.calibration_queries(40)
+    assert placement._plan_overhead(index, q, replace(planner, cells=None), 0.0) == 0.0
+    base = placement._plan_overhead(index, q, planner, 0.0)
+    assert base > 0.0
+    nap = 0.02
+    search, read = VectorIndex.search, placement._read_lists
+
+    def slow_search(self, queries, k, *, ef_search=None):  # type: ignore[no-untyped-def]
+        time.sleep(nap)
+        return search(self, queries, k, ef_search=ef_search)
+
+    def slow_read(*args):  # type: ignore[no-untyped-def]
+        time.sleep(nap)
+        return read(*args)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(VectorIndex, "search", slow_search)
+        slow_searches = placement._plan_overhead(index, q, planner, 0.0)
+    with monkeypatch.context() as patch:
+        patch.setattr(placement, "_read_lists", slow_read)
+        slow_bookkeeping = placement._plan_overhead(index, q, planner, 0.0)
+    grown = slow_bookkeeping - base
+    assert grown > 0.0
+    assert slow_searches < base + 0.25 * grown, (base, slow_searches, slow_bookkeeping)
+
+
+def test_a_timed_index_answers_as_the_index_and_adds_up_its_search_time(monkeypatch) -> None:
+    from arecall.vector.placement import _TimedIndex
+
+    corpus, index, _ = setup("clustered-corr", 3000, 16, 30)
+    q = corpus.data.queries[:8]
+    mask = corpus.mask(0.3)
+    timed = _TimedIndex(index)
+    assert timed.n_docs == index.n_docs and timed.seconds == 0.0
+    pairs = [
+        (timed.search(q, K, ef_search=32), index.search(q, K, ef_search=32)),
+        (
+            timed.search_filtered(q, K, mask, ef_search=32),
+            index.search_filtered(q, K, mask, ef_search=32),
+        ),
+        (timed.exact(q, K, mask), index.exact(q, K, mask)),
+    ]
+    for got, want in pairs:
+        np.testing.assert_array_equal(got.ids, want.ids)
+    search = VectorIndex.search
+    monkeypatch.setattr(
+        VectorIndex, "search", lambda self, *a, **kw: (time.sleep(0.05), search(self, *a, **kw))[1]
+    )
+    timed.seconds = 0.0
+    timed.search(q, K, ef_search=32)
+    assert timed.seconds >= 0.05
 
 
 def test_bench_keeps_freed_memory_so_a_scan_does_not_page_fault_each_call() -> None:

@@ -116,7 +116,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache, partial
 from typing import Any, Literal
@@ -670,6 +670,14 @@ class AutoPlanner:
     pay for a result heap efSearch deep — one list walk alone took 0.90x a pushdown at a
     million vectors and efSearch 32, 1.00x at 96, 1.03x at 384; 0.96x at 100,000 and 32
     (:meth:`lists_pay`). Empty: unknown, and only a sample reads its list."""
+    plan_overhead: float = 0.0
+    """Measured scan distances a plan for a filter that follows the data spends per call on its
+    own bookkeeping — counting each cell's authorized documents, pricing, certifying, merging —
+    beside its probes, walks and scans (:func:`measure_graph_costs`). At 100,000 vectors it
+    measured about a million (3-4 ms) for 200 queries, a seventh of a 30% scan; left out of
+    the price, a plan walking 64 queries and scanning 136 came to 0.99x the scan and ran
+    1.35x. Bookkeeping is numpy on arrays of a batch's size, so it is priced per call, not
+    per query. 0: unknown (the reproducible default)."""
     second_look: tuple[int, float, int, float, float, float] | None = field(default=None)
     """The unfiltered plan's second look (:func:`_second_look`): (efSearch first, k-th score
     threshold, efSearch again, share of the calibration queries below the threshold, recall of
@@ -1348,8 +1356,9 @@ def measure_graph_costs(
 ) -> AutoPlanner:
     """``planner`` with ``graph_costs`` measured on this machine at efSearch 64, 256, 1024, …
     and at ``ef_base``, up to the largest efSearch its calibration walked, the batch
-    scan's ``scan_slopes`` at 1/8, 1/4 and 1/2 of the documents (:func:`_scan_slopes`), and
-    the batch's ``list_costs`` at those efSearch values up to 256 (:func:`_list_costs`).
+    scan's ``scan_slopes`` at 1/8, 1/4 and 1/2 of the documents (:func:`_scan_slopes`), the
+    batch's ``list_costs`` at those efSearch values up to 256 (:func:`_list_costs`), and the
+    ``plan_overhead`` of a plan for a filter that follows the cells (:func:`_plan_overhead`).
 
     Wall-clock, like :func:`measure_graph_cost`: for benchmarks and for a user planning on
     their own machine, not for the reproducible experiment. One scan and every efSearch's walk
@@ -1375,12 +1384,13 @@ def measure_graph_costs(
     costs = _graph_costs(index, q, planner.k, efs, repeats)
     slopes = _scan_slopes(index, q, planner.k, _SLOPE_SHARES, repeats)
     lists = _list_costs(index, q, planner.k, [ef for ef in efs if ef <= _LIST_EF_MAX], repeats)
-    return replace(
+    measured = replace(
         planner,
         graph_costs=tuple((int(ef), costs[ef]) for ef in efs),
         scan_slopes=tuple(sorted(slopes.items())),
         list_costs=tuple((int(ef), ratio) for ef, ratio in sorted(lists.items())),
     )
+    return replace(measured, plan_overhead=_plan_overhead(index, q, measured, _COST_MIN_TIME))
 
 
 #: The largest efSearch at which :func:`measure_graph_costs` times a list walk against
@@ -1414,6 +1424,81 @@ def _list_costs(
     first = {name: clock(fn)[1] for name, fn in fns.items()}
     best = interleaved(fns, first, _COST_MIN_TIME, repeats)
     return {int(ef): float(best[f"lists {ef}"] / max(best[f"split {ef}"], 1e-12)) for ef in efs}
+
+
+class _TimedIndex(VectorIndex):
+    """``index`` with the time spent in its searches and scans added up (``seconds``): what
+    is left of a plan's time is the planner's own (:func:`_plan_overhead`)."""
+
+    def __init__(self, index: VectorIndex) -> None:
+        super().__init__(
+            index.vectors,
+            index.faiss_index,
+            kind=index.kind,
+            m=index.m,
+            ef_construction=index.ef_construction,
+            ef_search=index.ef_search,
+        )
+        self.seconds = 0.0
+
+    def _timed(self, method: Callable[..., Hits], *args: Any, **kwargs: Any) -> Hits:
+        start = time.perf_counter()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+    def search(self, queries: Any, k: int, *, ef_search: int | None = None) -> Hits:
+        return self._timed(super().search, queries, k, ef_search=ef_search)
+
+    def search_filtered(
+        self, queries: Any, k: int, allowed: Any, *, ef_search: int | None = None
+    ) -> Hits:
+        return self._timed(super().search_filtered, queries, k, allowed, ef_search=ef_search)
+
+    def _scan_ids(
+        self, q: npt.NDArray[np.float32], k: int, ids: npt.NDArray[np.int64] | None
+    ) -> Hits:
+        return self._timed(super()._scan_ids, q, k, ids)
+
+
+def _plan_overhead(
+    index: VectorIndex, q: npt.NDArray[np.float32], planner: AutoPlanner, min_time: float
+) -> float:
+    """Scan distances per call that :func:`_certified`'s plan for a filter following the data
+    spends on its own bookkeeping (:attr:`AutoPlanner.plan_overhead`): its time on ``q``
+    beside the searches and scans it makes and the probes priced apart, under a filter of
+    every other cell, with walks priced at a hundredth so that it probes every query and walks
+    where the cells are authorized; fastest of at least five calls (and ``min_time`` seconds),
+    in scan distances of a full batch scan timed between them. 0 without cells."""
+    cells = planner.cells
+    if cells is None or q.shape[0] < 4:
+        return 0.0
+    mask = cells.assignment % 2 == 0
+    n_allowed = int(np.count_nonzero(mask))
+    eager = replace(
+        planner,
+        graph_cost=planner.graph_cost / 100.0,
+        graph_costs=tuple((ef, c / 100.0) for ef, c in planner.graph_costs),
+        plan_overhead=0.0,
+    )
+    timed = _TimedIndex(index)
+    probes = _PROBE_DISTANCES * cells.n_cells * q.shape[0]
+    own, scan = math.inf, math.inf
+    spent, calls = 0.0, 0
+    while calls < 5 or spent < min_time:
+        timed.seconds = 0.0
+        start = time.perf_counter()
+        _certified(timed, q, planner.k, mask, eager, n_allowed)
+        whole = time.perf_counter() - start
+        start = time.perf_counter()
+        index.exact(q, planner.k)
+        this_scan = time.perf_counter() - start
+        scan, own = min(scan, this_scan), min(own, whole - timed.seconds)
+        spent += whole + this_scan
+        calls += 1
+    per_distance = scan / (q.shape[0] * index.n_docs)
+    return float(max(0.0, own / max(per_distance, 1e-15) - probes))
 
 
 #: Shares of the documents at which :func:`measure_graph_costs` times a batch scan's slope.
@@ -1673,7 +1758,9 @@ def _certified(
             floor = ell_min * 2.0 ** (-1.0 / _STEPS)
             saving = saved - planner.walk_cost(planner.ef_base)
             probe_cost = _PROBE_DISTANCES * planner.cells.n_cells
-            if near * saving < probe_cost:
+            # The plan's own bookkeeping, per query: paid once the probe says walks may pay.
+            upkeep = planner.plan_overhead / n_q
+            if near * saving < probe_cost + upkeep:
                 # Scan without probing: the probe would cost more than it could ever save.
                 plan = Plan("exact", None, n_allowed, scan_cost, None, graph_pays_near=near)
                 return _scan(index, q, k, mask, n_allowed, authorized_ids), plan
@@ -1692,11 +1779,13 @@ def _certified(
             # sampled queries with ℓ ≥ ℓ_min priced a walk at 0.9× the scan like one at 0.1×.
             # It cannot see a walk that fails to certify: at 100,000 and 50% of the clustered
             # corpus two sampled walks would each save a third of a scan, and all six the
-            # probe led to failed, 1.14× the scan.)
+            # probe led to failed, 1.14× the scan.) And the plan's own bookkeeping: unpriced, at
+            # 100,000 clustered vectors and 50% a plan walking 103 queries and scanning 97,
+            # priced at 0.82-0.93x the scan, ran 1.01-1.12x (AutoPlanner.plan_overhead).
             sampled_first = _first_walks(planner, local[probed], saved, floor=floor)
             paying = sampled_first[sampled_first > 0]
             gain = float(np.sum(saved - planner.walk_costs(paying))) / probed.size
-            if rest.size and gain < probe_cost:
+            if gain < (probe_cost if rest.size else 0.0) + upkeep:
                 plan = Plan(
                     "exact",
                     None,
@@ -1711,6 +1800,7 @@ def _certified(
             if rest.size:
                 local[rest] = planner.cells.local_selectivity(q[rest], mask, authorized)
                 spent[rest] += probe_cost
+            spent += upkeep
 
     def graph_cost(ef: int) -> float:
         return planner.walk_cost(ef)
