@@ -1466,15 +1466,29 @@ def _plan_overhead(
     index: VectorIndex, q: npt.NDArray[np.float32], planner: AutoPlanner, min_time: float
 ) -> float:
     """Scan distances per call that :func:`_certified`'s plan for a filter following the data
-    spends on its own bookkeeping (:attr:`AutoPlanner.plan_overhead`): its time on ``q``
-    beside the searches and scans it makes and the probes priced apart, under a filter of
-    every other cell, with walks priced at a hundredth so that it probes every query and walks
-    where the cells are authorized; fastest of at least five calls (and ``min_time`` seconds),
-    in scan distances of a full batch scan timed between them. 0 without cells."""
-    cells = planner.cells
-    if cells is None or q.shape[0] < 4:
+    spends on its own bookkeeping (:attr:`AutoPlanner.plan_overhead`): its own seconds on
+    ``q`` (:func:`_plan_seconds`) in distances of a full batch scan timed between its calls,
+    less the probes, which are priced apart. 0 without cells."""
+    if planner.cells is None or q.shape[0] < 4:
         return 0.0
-    mask = cells.assignment % 2 == 0
+    own, scan = _plan_seconds(index, q, planner, min_time)
+    per_distance = scan / (q.shape[0] * index.n_docs)
+    probes = _PROBE_DISTANCES * planner.cells.n_cells * q.shape[0]
+    return float(max(0.0, own / max(per_distance, 1e-15) - probes))
+
+
+def _plan_seconds(
+    index: VectorIndex, q: npt.NDArray[np.float32], planner: AutoPlanner, min_time: float
+) -> tuple[float, float]:
+    """(Seconds of a probing plan's call beside its searches and scans, seconds of a full
+    scan of ``q``), fastest of at least five calls each, alternated, and ``min_time`` seconds.
+
+    The plan is :func:`_certified`'s under a filter of every other cell (it follows the data
+    whatever the corpus), with walks priced at a hundredth of their cost so that it probes
+    every query and walks where the cells are authorized; its searches and scans are timed
+    apart by :class:`_TimedIndex`. Needs ``planner.cells``."""
+    assert planner.cells is not None
+    mask = planner.cells.assignment % 2 == 0
     n_allowed = int(np.count_nonzero(mask))
     eager = replace(
         planner,
@@ -1483,7 +1497,6 @@ def _plan_overhead(
         plan_overhead=0.0,
     )
     timed = _TimedIndex(index)
-    probes = _PROBE_DISTANCES * cells.n_cells * q.shape[0]
     own, scan = math.inf, math.inf
     spent, calls = 0.0, 0
     while calls < 5 or spent < min_time:
@@ -1497,8 +1510,7 @@ def _plan_overhead(
         scan, own = min(scan, this_scan), min(own, whole - timed.seconds)
         spent += whole + this_scan
         calls += 1
-    per_distance = scan / (q.shape[0] * index.n_docs)
-    return float(max(0.0, own / max(per_distance, 1e-15) - probes))
+    return own, scan
 
 
 #: Shares of the documents at which :func:`measure_graph_costs` times a batch scan's slope.
