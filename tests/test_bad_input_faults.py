@@ -105,6 +105,10 @@ def test_stale_temp_files_of_dead_processes_are_removed_on_the_next_write(tmp_pa
     assert busy.exists() and fresh_legacy.exists() and other.exists()
 
 
+# The writer is busy in Python, in short sleeps: CPython runs a signal's handler in the main
+# thread between bytecodes, and the kernel may hand a process-directed signal to another thread
+# (numpy's BLAS starts one at import). A main thread inside one 60 s sleep then saw it only
+# when the sleep ended, and the test timed out (about one run in fifteen under make test).
 WRITER = """
 import signal, sys, time
 from pathlib import Path
@@ -113,7 +117,8 @@ from arecall.io.atomic import write_with
 def slow(tmp):
     tmp.write_bytes(b"half of a png")
     Path(sys.argv[2]).write_text("ready")
-    time.sleep(60)
+    for _ in range(1200):
+        time.sleep(0.05)
 
 write_with(Path(sys.argv[1]) / "arecall_at_k.png", slow)
 """
