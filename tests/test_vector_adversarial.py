@@ -566,6 +566,37 @@ def test_a_plan_that_cannot_repay_its_own_bookkeeping_scans_without_walking(
     np.testing.assert_array_equal(hits.ids, index.exact(q, K, mask).ids)
 
 
+def test_a_plan_weighs_its_walks_above_their_price_before_paying_its_bookkeeping(
+    monkeypatch,
+) -> None:
+    # At 100,000 clustered vectors and 50% the walks of a mixed plan took 1.11x their price;
+    # with its saving at face value the plan went on in one run of four (1.07x the scan).
+    # Weighed at _WALK_DOUBT times their price, the walks must save more: the bookkeeping at
+    # which the plan gives up and scans is lower than at face value, and still above zero.
+    from arecall.vector import placement
+
+    corpus, index, planner = setup("clustered-corr", 3000, 16, 30)
+    mask = corpus.mask(0.5)
+    q = corpus.data.queries
+    mixed = replace(planner, graph_cost=3.0, scan_slopes=((0.125, 1.0), (0.5, 1.0)))
+
+    def gives_up_at() -> float:
+        """The least bookkeeping (to 0.1%) at which the plan scans without walking."""
+        low, high = 0.0, 2.0 * q.shape[0] * float(mask.sum())
+        assert auto(index, q, K, mask, mixed)[1].method == "pushdown"
+        while high - low > 1e-3 * high:
+            mid = (low + high) / 2
+            plan = auto(index, q, K, mask, replace(mixed, plan_overhead=mid))[1]
+            low, high = (mid, high) if plan.method == "pushdown" else (low, mid)
+        return high
+
+    assert placement._WALK_DOUBT > 1.0
+    doubted = gives_up_at()
+    monkeypatch.setattr(placement, "_WALK_DOUBT", 1.0)
+    face_value = gives_up_at()
+    assert 0.0 < doubted < face_value, (doubted, face_value)
+
+
 def test_the_plan_overhead_counts_the_planners_own_time_not_its_searches(monkeypatch) -> None:
     # Measured as the plan's time beside its searches and scans: slow every search down and
     # its own time stays; slow the planner's own reading of its lists down and it grows by
