@@ -90,6 +90,22 @@ def anti_small() -> tuple[object, VectorIndex, AutoPlanner]:
     return setup("clustered-anti", 3000, 16, 30)
 
 
+@pytest.fixture(scope="module")
+def corr_small() -> tuple[Any, VectorIndex, AutoPlanner]:
+    return setup("clustered-corr", 3000, 16, 30)
+
+
+@pytest.fixture
+def corr_half_mixed(
+    corr_small: tuple[Any, VectorIndex, AutoPlanner],
+) -> tuple[VectorIndex, np.ndarray, np.ndarray, AutoPlanner]:
+    """(index, queries, a 50% mask, planner) of the small correlated corpus, with walks priced
+    so that ``auto`` walks some queries and scans the rest (plan_overhead 0)."""
+    corpus, index, planner = corr_small
+    mixed = replace(planner, graph_cost=3.0, scan_slopes=((0.125, 1.0), (0.5, 1.0)))
+    return index, corpus.data.queries, corpus.mask(0.5), mixed
+
+
 def test_fast_anti_correlated_filter_keeps_recall_and_k(anti_small) -> None:
     corpus, index, planner = anti_small
     assert planner.ef_base is not None and planner.cells is not None
@@ -540,17 +556,14 @@ def test_a_query_walks_only_where_its_walk_costs_less_than_it_saves_the_batch_sc
 
 
 def test_a_plan_that_cannot_repay_its_own_bookkeeping_scans_without_walking(
-    graph_lists,
+    graph_lists, corr_half_mixed
 ) -> None:
     # At 100,000 clustered vectors a plan for a filter that follows the data spent ~3 ms of a
     # 200-query call on its own bookkeeping, unpriced: walking 64 queries and scanning 136 at
     # 30% was priced 0.99x the scan and ran 1.35x. Priced (AutoPlanner.plan_overhead), walks
     # that cannot repay it are not tried: the same mixed plan as before where the bookkeeping
     # is cheap, with its cost in the reported price; the scan, unprobed, where it is dear.
-    corpus, index, planner = setup("clustered-corr", 3000, 16, 30)
-    mask = corpus.mask(0.5)
-    q = corpus.data.queries
-    mixed = replace(planner, graph_cost=3.0, scan_slopes=((0.125, 1.0), (0.5, 1.0)))
+    index, q, mask, mixed = corr_half_mixed
     _, free = auto(index, q, K, mask, mixed)
     _, cheap = auto(index, q, K, mask, replace(mixed, plan_overhead=q.shape[0] * 10.0))
     assert free.method == "pushdown" and (free.n_fallback or 0) > 0, str(free)
@@ -567,7 +580,7 @@ def test_a_plan_that_cannot_repay_its_own_bookkeeping_scans_without_walking(
 
 
 def test_a_plan_weighs_its_walks_above_their_price_before_paying_its_bookkeeping(
-    monkeypatch,
+    monkeypatch, corr_half_mixed
 ) -> None:
     # At 100,000 clustered vectors and 50% the walks of a mixed plan took 1.11x their price;
     # with its saving at face value the plan went on in one run of four (1.07x the scan).
@@ -575,10 +588,7 @@ def test_a_plan_weighs_its_walks_above_their_price_before_paying_its_bookkeeping
     # which the plan gives up and scans is lower than at face value, and still above zero.
     from arecall.vector import placement
 
-    corpus, index, planner = setup("clustered-corr", 3000, 16, 30)
-    mask = corpus.mask(0.5)
-    q = corpus.data.queries
-    mixed = replace(planner, graph_cost=3.0, scan_slopes=((0.125, 1.0), (0.5, 1.0)))
+    index, q, mask, mixed = corr_half_mixed
 
     def gives_up_at() -> float:
         """The least bookkeeping (to 0.1%) at which the plan scans without walking."""
@@ -597,14 +607,16 @@ def test_a_plan_weighs_its_walks_above_their_price_before_paying_its_bookkeeping
     assert 0.0 < doubted < face_value, (doubted, face_value)
 
 
-def test_the_plan_overhead_counts_the_planners_own_time_not_its_searches(monkeypatch) -> None:
+def test_the_plan_overhead_counts_the_planners_own_time_not_its_searches(
+    monkeypatch, corr_small
+) -> None:
     # Measured as the plan's time beside its searches and scans: slow every search down and
     # its own time stays; slow the planner's own reading of its lists down and it grows by
     # the naps. (BLAS held to one thread: with two, a small product beside the other test
     # worker's can take 100x its time, and that is not what is checked here.)
     from arecall.vector import placement
 
-    corpus, index, planner = setup("clustered-corr", 3000, 16, 30)
+    corpus, index, planner = corr_small
     q = corpus.data.calibration_queries(40)
     assert placement._plan_overhead(index, q, replace(planner, cells=None), 0.0) == 0.0
     nap = 0.02
@@ -637,10 +649,12 @@ def test_the_plan_overhead_counts_the_planners_own_time_not_its_searches(monkeyp
     assert slow_searches < base + nap, (base, slow_searches, len(searches))
 
 
-def test_a_timed_index_answers_as_the_index_and_adds_up_its_search_time(monkeypatch) -> None:
+def test_a_timed_index_answers_as_the_index_and_adds_up_its_search_time(
+    monkeypatch, corr_small
+) -> None:
     from arecall.vector.placement import _TimedIndex
 
-    corpus, index, _ = setup("clustered-corr", 3000, 16, 30)
+    corpus, index, _ = corr_small
     q = corpus.data.queries[:8]
     mask = corpus.mask(0.3)
     timed = _TimedIndex(index)
