@@ -162,40 +162,36 @@ def mlflow_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mlflow_templat
     return uri
 
 
-@pytest.fixture
-def graph_lists(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Queries per unfiltered ``VectorIndex.search`` call from here on: the top-ef lists
-    ``auto`` reads (its walks that carry a certificate; pushdown goes through
-    ``search_filtered``). Calibrating a planner searches too: clear the list before the call
-    being counted."""
+def _walks(monkeypatch: pytest.MonkeyPatch, filtered: bool) -> list[int]:
+    """Queries per HNSW walk (``VectorIndex._walk``, where every graph search of an ``hnsw``
+    index goes) from here on: the pushdowns when ``filtered``, else the unfiltered walks."""
     from arecall.vector.index import VectorIndex
 
     calls: list[int] = []
-    search = VectorIndex.search
+    walk = VectorIndex._walk
 
-    def spy(self: VectorIndex, queries: Any, k: int, **kwargs: Any) -> Any:
-        calls.append(len(queries))
-        return search(self, queries, k, **kwargs)
+    def spy(self: VectorIndex, q: Any, k: int, ef: int, mask: Any = None) -> Any:
+        if (mask is not None) == filtered:
+            calls.append(len(q))
+        return walk(self, q, k, ef, mask)
 
-    monkeypatch.setattr(VectorIndex, "search", spy)
+    monkeypatch.setattr(VectorIndex, "_walk", spy)
     return calls
+
+
+@pytest.fixture
+def graph_lists(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Queries per unfiltered graph walk from here on: the top-ef lists ``auto`` reads (its
+    walks that carry a certificate), by ``search`` or by its direct plan. Calibrating a
+    planner searches too: clear the list before the call being counted."""
+    return _walks(monkeypatch, filtered=False)
 
 
 @pytest.fixture
 def pushdowns(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Queries per ``VectorIndex.search_filtered`` call from here on: ``auto``'s pushdowns
-    (its list walks go through ``search``, counted by :func:`graph_lists`)."""
-    from arecall.vector.index import VectorIndex
-
-    calls: list[int] = []
-    search_filtered = VectorIndex.search_filtered
-
-    def spy(self: VectorIndex, queries: Any, k: int, allowed: Any, **kwargs: Any) -> Any:
-        calls.append(len(queries))
-        return search_filtered(self, queries, k, allowed, **kwargs)
-
-    monkeypatch.setattr(VectorIndex, "search_filtered", spy)
-    return calls
+    """Queries per pushdown walk from here on: ``auto``'s pushdowns, by ``search_filtered``
+    or by its direct plan (its list walks are counted by :func:`graph_lists`)."""
+    return _walks(monkeypatch, filtered=True)
 
 
 def assert_proved_on_every_pair(out: dict[str, Any]) -> None:

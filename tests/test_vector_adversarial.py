@@ -620,14 +620,14 @@ def test_the_plan_overhead_counts_the_planners_own_time_not_its_searches(
     q = corpus.data.calibration_queries(40)
     assert placement._plan_overhead(index, q, replace(planner, cells=None), 0.0) == 0.0
     nap = 0.02
-    search, read = VectorIndex.search, placement._read_lists
+    walk, read = VectorIndex._walk, placement._read_lists
     searches: list[int] = []
     reads: list[int] = []
 
-    def slow_search(self, queries, k, *, ef_search=None):  # type: ignore[no-untyped-def]
+    def slow_search(self, q, k, ef, mask=None):  # type: ignore[no-untyped-def]
         searches.append(1)
         time.sleep(nap)
-        return search(self, queries, k, ef_search=ef_search)
+        return walk(self, q, k, ef, mask)
 
     def slow_read(*args):  # type: ignore[no-untyped-def]
         reads.append(1)
@@ -637,7 +637,7 @@ def test_the_plan_overhead_counts_the_planners_own_time_not_its_searches(
     with threadpool_limits(limits=1):
         base, _ = placement._plan_seconds(index, q, planner, 0.0)
         with monkeypatch.context() as patch:
-            patch.setattr(VectorIndex, "search", slow_search)
+            patch.setattr(VectorIndex, "_walk", slow_search)
             slow_searches, _ = placement._plan_seconds(index, q, planner, 0.0)
         with monkeypatch.context() as patch:
             patch.setattr(placement, "_read_lists", slow_read)
@@ -669,9 +669,9 @@ def test_a_timed_index_answers_as_the_index_and_adds_up_its_search_time(
     ]
     for got, want in pairs:
         np.testing.assert_array_equal(got.ids, want.ids)
-    search = VectorIndex.search
+    walk = VectorIndex._walk
     monkeypatch.setattr(
-        VectorIndex, "search", lambda self, *a, **kw: (time.sleep(0.05), search(self, *a, **kw))[1]
+        VectorIndex, "_walk", lambda self, *a, **kw: (time.sleep(0.05), walk(self, *a, **kw))[1]
     )
     timed.seconds = 0.0
     timed.search(q, K, ef_search=32)

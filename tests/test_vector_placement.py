@@ -678,14 +678,15 @@ def test_lists_read_for_a_filter_the_queries_turn_out_to_avoid_are_not_read_agai
     mask[idx.exact(batch, 10).ids.ravel()] = False
     planner = replace(cheap_walks, list_costs=((16, 0.8), (1024, 0.8)))
     assert planner.cells is not None and planner.cells.looks_independent(mask)
-    walks: list[tuple[int, int]] = []
-    search = VectorIndex.search
+    walks: list[tuple[int, int]] = []  # the unfiltered walks: (queries, efSearch)
+    walk = VectorIndex._walk
 
-    def spy(self: VectorIndex, q, k, **kwargs):  # type: ignore[no-untyped-def]
-        walks.append((len(q), kwargs.get("ef_search")))
-        return search(self, q, k, **kwargs)
+    def spy(self: VectorIndex, q, k, ef, mask=None):  # type: ignore[no-untyped-def]
+        if mask is None:
+            walks.append((len(q), ef))
+        return walk(self, q, k, ef, mask)
 
-    monkeypatch.setattr(VectorIndex, "search", spy)
+    monkeypatch.setattr(VectorIndex, "_walk", spy)
     ef = planner.ef_direct(float(mask.mean()), len(batch))
     hits, plan = auto(idx, batch, 10, mask, planner)
     assert walks[0] == (80, ef), walks

@@ -371,11 +371,25 @@ class Cells:
         >>> cells.looks_independent(cells.assignment < 4)
         False
         """
-        cells, sizes = self._sampled
-        picked = mask if self.sample is None else mask[self.sample]
-        # weights, not cells[picked]: no gather of the sampled cells (a third of the time)
-        counts = np.bincount(cells, weights=picked, minlength=self.n_cells).astype(np.int64)
+        docs, starts, sizes = self._by_cell
+        # One gather in cell order and one sum per cell's run: at 100,000 vectors the count by
+        # bincount(weights=) read and wrote a megabyte (sample ids, their cells, float
+        # weights), 1% of a 50% pushdown on its own and as much again in the graph search
+        # after it, whose cache it had emptied. This reads 0.4 MB, in half the time.
+        counts = np.add.reduceat(mask[docs], starts, dtype=np.int64)
         return self.independent(counts, sizes=sizes)
+
+    @cached_property
+    def _by_cell(self) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], npt.NDArray[np.int64]]:
+        """The counted documents ordered by cell, where each cell's run starts, and its
+        length — cells with none counted left out (their count is 0 against an expected 0,
+        which :meth:`independent` always passes)."""
+        cells, sizes = self._sampled
+        docs = np.arange(cells.size) if self.sample is None else self.sample
+        order = np.argsort(cells, kind="stable")
+        filled = np.flatnonzero(sizes)
+        starts = (np.cumsum(sizes) - sizes)[filled]
+        return docs[order].astype(np.intp), starts.astype(np.intp), sizes[filled]
 
     def independent(
         self,
@@ -1428,7 +1442,8 @@ def _list_costs(
 
 class _TimedIndex(VectorIndex):
     """``index`` with the time spent in its searches and scans added up (``seconds``): what
-    is left of a plan's time is the planner's own (:func:`_plan_overhead`)."""
+    is left of a plan's time is the planner's own (:func:`_plan_overhead`). Timed where faiss
+    and BLAS run (``_walk``, ``_scan_ids``), so the checks around them count as the plan's."""
 
     def __init__(self, index: VectorIndex) -> None:
         super().__init__(
@@ -1448,13 +1463,14 @@ class _TimedIndex(VectorIndex):
         finally:
             self.seconds += time.perf_counter() - start
 
-    def search(self, queries: Any, k: int, *, ef_search: int | None = None) -> Hits:
-        return self._timed(super().search, queries, k, ef_search=ef_search)
-
-    def search_filtered(
-        self, queries: Any, k: int, allowed: Any, *, ef_search: int | None = None
+    def _walk(
+        self,
+        q: npt.NDArray[np.float32],
+        k: int,
+        ef: int,
+        mask: npt.NDArray[np.bool_] | None = None,
     ) -> Hits:
-        return self._timed(super().search_filtered, queries, k, allowed, ef_search=ef_search)
+        return self._timed(super()._walk, q, k, ef, mask)
 
     def _scan_ids(
         self, q: npt.NDArray[np.float32], k: int, ids: npt.NDArray[np.int64] | None
@@ -1744,8 +1760,14 @@ def _certified(
     documents, where the caller listed them)."""
     n_q = q.shape[0]
     assert planner.ef_base is not None
-    scan_cost = float(n_allowed)
     searched: tuple[int, Hits] | None = None  # lists _direct read and handed back (ef, lists)
+    independent = planner.cells is None or planner.cells.looks_independent(mask)
+    if planner.cells is not None and independent and n_q > 2 * _SAMPLE:
+        # First, before any other arithmetic: the direct plan must match a plain pushdown.
+        done, searched = _direct(index, q, k, mask, n_allowed, planner, authorized_ids)
+        if done is not None:
+            return done
+    scan_cost = float(n_allowed)
     # What walking a query saves when the others are scanned: a batch scan streams the
     # authorized vectors once whatever its size, so less than a query's mean share (at
     # 100,000 clustered vectors and 30%, a plan walking 64 queries and scanning 136, priced
@@ -1756,13 +1778,7 @@ def _certified(
     s_global = n_allowed / index.n_docs
     local = np.full(n_q, s_global)
     spent = np.zeros(n_q)
-    independent = True
     if planner.cells is not None:
-        independent = planner.cells.looks_independent(mask)
-        if independent and n_q > 2 * _SAMPLE:
-            done, searched = _direct(index, q, k, mask, n_allowed, planner, authorized_ids)
-            if done is not None:
-                return done
         if not independent:
             authorized = planner.cells.authorized(mask, authorized_ids)
             near, ell_min = _graph_pays_near(planner, authorized, saved)
@@ -2028,10 +2044,13 @@ def _direct(
     certified by the uniform-filter calibration. Where the planner measured one list walk for
     the whole batch cheaper than that sample and pushdown (:meth:`AutoPlanner.lists_pay`),
     every query reads its list in one call instead, and only the lists holding fewer than k
-    go to pushdown. At 100,000 vectors the general path's numpy bookkeeping around those
-    calls was ~4 ms, 15-20% of a 50% pushdown; this is a fifth of it. ``None`` before any
-    search where a scan is cheaper or the calibration does not reach the goal at this share,
-    and after the sample where its lists fall short.
+    go to pushdown. ``None`` before any search where a scan is cheaper or the calibration does
+    not reach the goal at this share, and after the lists where they fall short.
+
+    Between and before its faiss calls it does as little as it can, and the rest after: at
+    100,000 vectors, a hundred microseconds of numpy between the sample's walk and the
+    pushdown cost the pushdown three times that (the graph it had cached was evicted), and
+    this plan must run within 10% of a plain pushdown of the batch.
     """
     n_q = q.shape[0]
     s_global = n_allowed / index.n_docs  # n_allowed: the caller's count of mask
@@ -2045,77 +2064,52 @@ def _direct(
         return _scan_all(index, q, k, mask, n_allowed, authorized_ids), None
     if certified < planner.goal:
         return None, None
-    listed = _sample(n_q)
-    unlisted = _unsampled(n_q)
-    searched: tuple[int, Hits] | None = None
-    if planner.lists_pay(ef, s_global):
-        searched = ef, index.search(q, ef, ef_search=ef)
-        full = Hits(searched[1].ids[listed], searched[1].scores[listed])
+    every = planner.lists_pay(ef, s_global)
+    # The rows whose lists are read: every row, or the sample.
+    read = np.arange(n_q) if every else _sample(n_q)
+    full = index._walk(q if every else q[read], ef, ef)
+    ok = mask[full.ids] & (full.ids >= 0)  # faiss pads with -1: mask[-1], then masked out
+    count = np.count_nonzero(ok, axis=1)
+    if not _pooled_share_fits(count, ef, s_global):
+        return None, ((ef, full) if every else None)
+    short = count < k  # lists that cannot answer: pushed down with the rows not read
+    if every:
+        pushed = np.flatnonzero(short)
     else:
-        full = index.search(q[listed], ef, ef_search=ef)
-    count, rank_k, kept = _read_lists(full, mask, k)
-    if not _pooled_share_fits(count, np.full(listed.size, ef), s_global):
-        return None, searched
-    ids = np.full((n_q, k), -1, dtype=np.int64)
-    scores = np.full((n_q, k), -np.inf, dtype=np.float32)
-    predicted = np.full(n_q, certified)
-    spent = np.full(n_q, walk)
-
-    def take(
-        rows: npt.NDArray[np.int64],
-        count: npt.NDArray[np.int64],
-        rank_k: npt.NDArray[np.int64],
-        kept: Hits,
-        fits: bool | None = None,
-    ) -> npt.NDArray[np.int64]:
-        """Answer the ``rows`` whose lists hold k, priced as ``_certified.search`` prices
-        them (the rank certificate can only raise a list's recall; the share it held, by
-        the uniform calibration: the global share where the lists hold it, pooled — ``fits``,
-        where the caller checked it already — else each list's own); return the rows left
-        for pushdown."""
-        good = count >= k
-        ids[rows[good]], scores[rows[good]] = kept.ids, kept.scores
-        by_rank = planner.predicted_recall(np.full(int(good.sum()), float(ef * k)) / rank_k[good])
-        if fits is None:
-            fits = _pooled_share_fits(count, np.full(rows.size, ef), s_global)
-        if fits:
-            by_share = np.full(by_rank.shape, certified)
-        else:
-            share = np.maximum(count[good], 0.5) / ef
-            by_share = planner.filtered_recall(np.full(share.shape, float(ef)), share)
-        predicted[rows[good]] = np.maximum(by_rank, by_share)
-        spent[rows[~good]] += walk
-        return rows[~good]
-
-    pushed = take(listed, count, rank_k, kept, fits=True)  # the sample's check, just passed
-    if searched is not None and unlisted.size:
-        rest = Hits(searched[1].ids[unlisted], searched[1].scores[unlisted])
-        pushed = np.union1d(pushed, take(unlisted, *_read_lists(rest, mask, k)))
-    else:  # usually no sampled list is short: nothing to merge
-        pushed = np.union1d(pushed, unlisted) if pushed.size else unlisted
-    if pushed.size:
-        got = index.search_filtered(q[pushed], k, mask, ef_search=ef)
+        pushed = np.union1d(_unsampled(n_q), read[short]) if short.any() else _unsampled(n_q)
+    got = index._walk(q[pushed], k, ef, mask) if pushed.size else None
+    # Everything else after the searches: each read list's answer and evidence, the plan.
+    ids = np.empty((n_q, k), dtype=np.int64)
+    scores = np.empty((n_q, k), dtype=np.float32)
+    _, rank_k, kept = _read_lists(full, mask, k, ok)
+    answered = read[~short]
+    ids[answered], scores[answered] = kept.ids, kept.scores
+    # A list's rank certificate can only raise its recall above the uniform calibration's.
+    by_rank = planner.predicted_recall(float(ef * k) / rank_k[~short])
+    predicted = certified * n_q + float(np.sum(np.maximum(by_rank, certified) - certified))
+    spent = walk * (n_q + int(np.count_nonzero(short)))  # a short list is walked twice
+    scanned = np.zeros(0, dtype=np.int64)
+    if got is not None:
         ids[pushed], scores[pushed] = got.ids, got.scores
         # A pushdown that comes back short (nodes HNSW left unreachable) is scanned.
-        short = pushed[got.returned() < min(k, n_allowed)]
-    else:
-        short = pushed
-    if short.size:
-        exact = _scan(index, q[short], k, mask, n_allowed, authorized_ids)
-        ids[short], scores[short], predicted[short] = exact.ids, exact.scores, 1.0
-        spent[short] += scan_cost
+        scanned = pushed[got.returned() < min(k, n_allowed)]
+    if scanned.size:
+        exact = _scan(index, q[scanned], k, mask, n_allowed, authorized_ids)
+        ids[scanned], scores[scanned] = exact.ids, exact.scores
+        predicted += scanned.size * (1.0 - certified)
+        spent += scanned.size * scan_cost
     plan = Plan(
         method="pushdown",
         ef_search=ef,
         n_allowed=n_allowed,
         cost_exact=scan_cost,
         cost_pushdown=walk,
-        n_fallback=int(short.size),
+        n_fallback=int(scanned.size),
         n_queries=n_q,
         ef_min=ef,
         local_selectivity=s_global,
-        predicted_recall=float(predicted.mean()),
-        cost_auto=float(spent.mean()),
+        predicted_recall=predicted / n_q,
+        cost_auto=spent / n_q,
     )
     return (Hits(ids, scores), plan), None
 
@@ -2161,7 +2155,7 @@ def _scan_all(
 
 
 def _read_lists(
-    full: Hits, mask: npt.NDArray[np.bool_], k: int
+    full: Hits, mask: npt.NDArray[np.bool_], k: int, ok: npt.NDArray[np.bool_] | None = None
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], Hits]:
     """What a query's unfiltered top-ef list says under ``mask``: the authorized count, the rank
     of its k-th authorized entry (0 when it holds fewer than k), and — for the lists that hold k
@@ -2175,7 +2169,8 @@ def _read_lists(
     >>> count.tolist(), rank_k.tolist(), kept.ids.tolist()
     ([3, 1], [3, 0], [[5, 7]])
     """
-    ok = mask[full.ids] & (full.ids >= 0)  # faiss pads with -1: mask[-1], then masked out
+    if ok is None:  # ``mask`` at the lists' entries, unless the caller has read it
+        ok = mask[full.ids] & (full.ids >= 0)  # faiss pads with -1: mask[-1], masked out
     count = np.count_nonzero(ok, axis=1).astype(np.int64)
     good = count >= k
     # The first k authorized positions of each list that holds k, in rank order.
@@ -2387,20 +2382,23 @@ _SCAN_PASS = 8.0
 
 
 def _pooled_share_fits(
-    count: npt.NDArray[np.int64], efs: npt.NDArray[np.int64], s: float, z: float = 3.0
+    count: npt.NDArray[np.int64], efs: npt.NDArray[np.int64] | int, s: float, z: float = 3.0
 ) -> bool:
     """Whether the searched lists hold, pooled, at least the authorized share ``s`` predicts
     (within ``z`` binomial standard errors): the check, at the scale of the graph's own
     neighbourhoods, that a filter independent of the cells is independent of the queries too.
+    ``efs``: each list's efSearch (its length), or one for all.
 
     Examples
     --------
     >>> _pooled_share_fits(np.array([14, 12, 15]), np.array([46, 46, 46]), 0.3)
     True
+    >>> _pooled_share_fits(np.array([14, 12, 15]), 46, 0.3)
+    True
     >>> _pooled_share_fits(np.array([2, 1, 3]), np.array([46, 46, 46]), 0.3)
     False
     """
-    total = float(np.sum(efs))
+    total = float(efs * count.size if isinstance(efs, int) else np.sum(efs))
     if total <= 0:
         return False
     pooled = float(np.sum(count)) / total
