@@ -1778,57 +1778,56 @@ def _certified(
     s_global = n_allowed / index.n_docs
     local = np.full(n_q, s_global)
     spent = np.zeros(n_q)
-    if planner.cells is not None:
-        if not independent:
-            authorized = planner.cells.authorized(mask, authorized_ids)
-            near, ell_min = _graph_pays_near(planner, authorized, saved)
-            # A query whose ℓ is a grid step below ℓ_min cannot walk for less than the scan.
-            floor = ell_min * 2.0 ** (-1.0 / _STEPS)
-            saving = saved - _WALK_DOUBT * planner.walk_cost(planner.ef_base)
-            probe_cost = _PROBE_DISTANCES * planner.cells.n_cells
-            # The plan's own bookkeeping, per query: paid once the probe says walks may pay.
-            upkeep = planner.plan_overhead / n_q
-            if near * saving < probe_cost + upkeep:
-                # Scan without probing: the probe would cost more than it could ever save.
-                plan = Plan("exact", None, n_allowed, scan_cost, None, graph_pays_near=near)
-                return _scan(index, q, k, mask, n_allowed, authorized_ids), plan
-            # Probe a strided sample first: the documents are only the prior for where the
-            # queries fall, and queries from a region the filter avoids (a half-space's
-            # opposite tail) all come back with ℓ = 0 — at 1M and 5% the probe was 6% of the
-            # time of a plan that scanned every query.
-            probed = _sample(n_q)
-            local[probed] = planner.cells.local_selectivity(q[probed], mask, authorized)
-            spent[probed] += probe_cost
-            unprobed = np.ones(n_q, dtype=bool)
-            unprobed[probed] = False
-            rest = np.flatnonzero(unprobed)
-            # What the sample's own first walks, priced as the plan prices them, would save a
-            # query on average: probing the rest must be worth that much. (Counting the
-            # sampled queries with ℓ ≥ ℓ_min priced a walk at 0.9× the scan like one at 0.1×.
-            # It cannot see a walk that fails to certify: at 100,000 and 50% of the clustered
-            # corpus two sampled walks would each save a third of a scan, and all six the
-            # probe led to failed, 1.14× the scan.) And the plan's own bookkeeping: unpriced, at
-            # 100,000 clustered vectors and 50% a plan walking 103 queries and scanning 97,
-            # priced at 0.82-0.93x the scan, ran 1.01-1.12x (AutoPlanner.plan_overhead).
-            sampled_first = _first_walks(planner, local[probed], saved, floor=floor)
-            paying = sampled_first[sampled_first > 0]
-            gain = float(np.sum(saved - _WALK_DOUBT * planner.walk_costs(paying))) / probed.size
-            if gain < (probe_cost if rest.size else 0.0) + upkeep:
-                plan = Plan(
-                    "exact",
-                    None,
-                    n_allowed,
-                    scan_cost,
-                    None,
-                    n_queries=n_q,
-                    local_selectivity=float(local[probed].mean()),
-                    n_probed=int(probed.size),
-                )
-                return _scan(index, q, k, mask, n_allowed, authorized_ids), plan
-            if rest.size:
-                local[rest] = planner.cells.local_selectivity(q[rest], mask, authorized)
-                spent[rest] += probe_cost
-            spent += upkeep
+    if planner.cells is not None and not independent:
+        authorized = planner.cells.authorized(mask, authorized_ids)
+        near, ell_min = _graph_pays_near(planner, authorized, saved)
+        # A query whose ℓ is a grid step below ℓ_min cannot walk for less than the scan.
+        floor = ell_min * 2.0 ** (-1.0 / _STEPS)
+        saving = saved - _WALK_DOUBT * planner.walk_cost(planner.ef_base)
+        probe_cost = _PROBE_DISTANCES * planner.cells.n_cells
+        # The plan's own bookkeeping, per query: paid once the probe says walks may pay.
+        upkeep = planner.plan_overhead / n_q
+        if near * saving < probe_cost + upkeep:
+            # Scan without probing: the probe would cost more than it could ever save.
+            plan = Plan("exact", None, n_allowed, scan_cost, None, graph_pays_near=near)
+            return _scan(index, q, k, mask, n_allowed, authorized_ids), plan
+        # Probe a strided sample first: the documents are only the prior for where the
+        # queries fall, and queries from a region the filter avoids (a half-space's
+        # opposite tail) all come back with ℓ = 0 — at 1M and 5% the probe was 6% of the
+        # time of a plan that scanned every query.
+        probed = _sample(n_q)
+        local[probed] = planner.cells.local_selectivity(q[probed], mask, authorized)
+        spent[probed] += probe_cost
+        unprobed = np.ones(n_q, dtype=bool)
+        unprobed[probed] = False
+        rest = np.flatnonzero(unprobed)
+        # What the sample's own first walks, priced as the plan prices them, would save a
+        # query on average: probing the rest must be worth that much. (Counting the
+        # sampled queries with ℓ ≥ ℓ_min priced a walk at 0.9× the scan like one at 0.1×.
+        # It cannot see a walk that fails to certify: at 100,000 and 50% of the clustered
+        # corpus two sampled walks would each save a third of a scan, and all six the
+        # probe led to failed, 1.14× the scan.) And the plan's own bookkeeping: unpriced, at
+        # 100,000 clustered vectors and 50% a plan walking 103 queries and scanning 97,
+        # priced at 0.82-0.93x the scan, ran 1.01-1.12x (AutoPlanner.plan_overhead).
+        sampled_first = _first_walks(planner, local[probed], saved, floor=floor)
+        paying = sampled_first[sampled_first > 0]
+        gain = float(np.sum(saved - _WALK_DOUBT * planner.walk_costs(paying))) / probed.size
+        if gain < (probe_cost if rest.size else 0.0) + upkeep:
+            plan = Plan(
+                "exact",
+                None,
+                n_allowed,
+                scan_cost,
+                None,
+                n_queries=n_q,
+                local_selectivity=float(local[probed].mean()),
+                n_probed=int(probed.size),
+            )
+            return _scan(index, q, k, mask, n_allowed, authorized_ids), plan
+        if rest.size:
+            local[rest] = planner.cells.local_selectivity(q[rest], mask, authorized)
+            spent[rest] += probe_cost
+        spent += upkeep
 
     def graph_cost(ef: int) -> float:
         return planner.walk_cost(ef)
