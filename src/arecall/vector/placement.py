@@ -803,9 +803,14 @@ class AutoPlanner:
         """
         if not self.recall:
             return np.ones_like(ef, dtype=np.float64)
-        efs = np.log([e for e, _ in self.recall])
-        values = np.array([r for _, r in self.recall])
-        return np.asarray(np.interp(np.log(np.maximum(ef, 1.0)), efs, values), dtype=np.float64)
+        log_efs, values = self._recall_curve
+        return np.asarray(np.interp(np.log(np.maximum(ef, 1.0)), log_efs, values), dtype=np.float64)
+
+    @cached_property
+    def _recall_curve(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """:attr:`recall` as (log efSearch, recall) arrays, built once: ``auto`` certifies
+        every batch by it."""
+        return np.log([float(e) for e, _ in self.recall]), np.array([r for _, r in self.recall])
 
     @property
     def goal(self) -> float:
@@ -2177,8 +2182,8 @@ def _read_lists(
     rank_k = np.zeros(count.shape[0], dtype=np.int64)
     if at.shape[0]:
         rank_k[good] = at[:, k - 1] + 1
-    ids = np.take_along_axis(full.ids[good], at, axis=1)
-    return count, rank_k, Hits(ids, np.take_along_axis(full.scores[good], at, axis=1))
+    rows = np.flatnonzero(good)[:, None]  # fancy indexing: half take_along_axis's time
+    return count, rank_k, Hits(full.ids[rows, at], full.scores[rows, at])
 
 
 def _sample(n: int) -> npt.NDArray[np.int64]:
