@@ -306,6 +306,9 @@ class Plan:
         return ", ".join(parts) + " (" + "; ".join(evidence) + ")"
 
 
+_VERDICTS_KEPT = 64  # masks whose independence verdict Cells remembers: 8 MB at 10⁶ documents
+
+
 @dataclass(frozen=True)
 class Cells:
     """A coarse k-means partition of the corpus: the planner's cheap local-selectivity probe.
@@ -371,13 +374,30 @@ class Cells:
         >>> cells.looks_independent(cells.assignment < 4)
         False
         """
-        docs, starts, sizes = self._by_cell
-        # One gather in cell order and one sum per cell's run: at 100,000 vectors the count by
-        # bincount(weights=) read and wrote a megabyte (sample ids, their cells, float
-        # weights), 1% of a 50% pushdown on its own and as much again in the graph search
-        # after it, whose cache it had emptied. This reads 0.4 MB, in half the time.
-        counts = np.add.reduceat(mask[docs], starts, dtype=np.int64)
-        return self.independent(counts, sizes=sizes)
+        # The verdict is the mask's alone, so a principal's next batch reuses it: keyed by the
+        # packed bits themselves (a dict compares the bytes on a hit, so no collision can hand
+        # one filter another's verdict, and a mask changed in place is a new key). The lookup
+        # is 8 us at 100,000 documents against the count's 43 (71 against 116 at 1,000,000).
+        key = np.packbits(mask).tobytes()
+        verdicts = self._verdicts
+        verdict = verdicts.get(key)
+        if verdict is None:
+            docs, starts, sizes = self._by_cell
+            # One gather in cell order and one sum per cell's run: at 100,000 vectors the
+            # count by bincount(weights=) read and wrote a megabyte (sample ids, their cells,
+            # float weights), 1% of a 50% pushdown on its own and as much again in the graph
+            # search after it, whose cache it had emptied. This reads 0.4 MB, in half the time.
+            counts = np.add.reduceat(mask[docs], starts, dtype=np.int64)
+            verdict = self.independent(counts, sizes=sizes)
+            if len(verdicts) >= _VERDICTS_KEPT:
+                verdicts.clear()
+            verdicts[key] = verdict
+        return verdict
+
+    @cached_property
+    def _verdicts(self) -> dict[bytes, bool]:
+        """:meth:`looks_independent`'s verdicts by packed mask (at most ``_VERDICTS_KEPT``)."""
+        return {}
 
     @cached_property
     def _by_cell(self) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], npt.NDArray[np.int64]]:
