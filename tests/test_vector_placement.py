@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -456,6 +457,16 @@ def cheap_walks(lowrank) -> AutoPlanner:
     return calibrate_auto(idx, 10, queries=data.calibration_queries(), graph_cost=4.0)
 
 
+def _batch_of_80(queries: np.ndarray, data: Any) -> np.ndarray:
+    """The low-rank fixture's batch of 80: its 40 scored queries, then 40 held-out ones."""
+    return np.concatenate([queries, data.calibration_queries(80)[40:]])
+
+
+def _uniform_half(n_docs: int) -> np.ndarray:
+    """A uniform filter of half the documents (seed 12)."""
+    return np.random.default_rng(12).random(n_docs) < 0.5
+
+
 def test_a_filter_independent_of_the_cells_lists_only_a_sample_before_pushing_down(
     lowrank, cheap_walks, graph_lists
 ) -> None:
@@ -467,7 +478,7 @@ def test_a_filter_independent_of_the_cells_lists_only_a_sample_before_pushing_do
     planner = cheap_walks
     mask = np.random.default_rng(11).random(idx.n_docs) < 0.3
     assert planner.cells is not None and planner.cells.independent(planner.cells.authorized(mask))
-    batch = np.concatenate([queries, data.calibration_queries(80)[40:]])  # 80 queries
+    batch = _batch_of_80(queries, data)
     hits, plan = auto(idx, batch, 10, mask, planner)
     assert plan.method == "pushdown" and plan.n_fallback == 0, str(plan)
     assert sum(graph_lists) <= 16, graph_lists  # the sample: max(16, 80 / 8) lists
@@ -601,7 +612,7 @@ def test_a_filter_independent_of_the_data_costs_one_list_read_and_one_pushdown_c
     import arecall.vector.placement as placement
 
     idx, queries, data = lowrank
-    batch = np.concatenate([queries, data.calibration_queries(80)[40:]])  # 80 queries
+    batch = _batch_of_80(queries, data)
     for s, seed in ((0.3, 11), (0.5, 12)):
         mask = np.random.default_rng(seed).random(idx.n_docs) < s
         graph_lists.clear()
@@ -630,8 +641,8 @@ def test_the_direct_plan_reads_its_lists_answers_only_after_both_searches(
     import arecall.vector.placement as placement
 
     idx, queries, data = lowrank
-    batch = np.concatenate([queries, data.calibration_queries(80)[40:]])  # 80 queries
-    mask = np.random.default_rng(12).random(idx.n_docs) < 0.5
+    batch = _batch_of_80(queries, data)
+    mask = _uniform_half(idx.n_docs)
     events: list[str] = []
     walk, read = VectorIndex._walk, placement._read_lists
 
@@ -665,8 +676,8 @@ def test_where_a_list_walk_measured_cheaper_than_pushdown_every_query_reads_its_
     import arecall.vector.placement as placement
 
     idx, queries, data = lowrank
-    batch = np.concatenate([queries, data.calibration_queries(80)[40:]])  # 80 queries
-    mask = np.random.default_rng(12).random(idx.n_docs) < 0.5
+    batch = _batch_of_80(queries, data)
+    mask = _uniform_half(idx.n_docs)
     pushed, pushed_plan = auto(idx, batch, 10, mask, cheap_walks)
     assert graph_lists == [16] and pushdowns and pushdowns[-1] >= 64, (graph_lists, pushdowns)
     ef = pushed_plan.ef_search
@@ -706,8 +717,8 @@ def test_lists_read_for_a_filter_the_queries_turn_out_to_avoid_are_not_read_agai
     import arecall.vector.placement as placement
 
     idx, queries, data = lowrank
-    batch = np.concatenate([queries, data.calibration_queries(80)[40:]])  # 80 queries
-    mask = np.random.default_rng(12).random(idx.n_docs) < 0.5
+    batch = _batch_of_80(queries, data)
+    mask = _uniform_half(idx.n_docs)
     mask[idx.exact(batch, 10).ids.ravel()] = False
     planner = replace(cheap_walks, list_costs=((16, 0.8), (1024, 0.8)))
     assert planner.cells is not None and planner.cells.looks_independent(mask)
@@ -744,7 +755,7 @@ def test_a_filter_independent_of_the_data_where_no_walk_pays_is_scanned_without_
     import arecall.vector.placement as placement
 
     idx, queries, data = lowrank
-    batch = np.concatenate([queries, data.calibration_queries(80)[40:]])  # 80 queries
+    batch = _batch_of_80(queries, data)
     planner = cheap_walks
     planned: list[int] = []  # the general plan's per-query pricing, called
     first_walks = placement._first_walks

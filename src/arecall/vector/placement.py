@@ -348,14 +348,6 @@ class Cells:
         counted = np.bincount(self.assignment, weights=mask, minlength=self.n_cells)
         return counted.astype(np.int64)
 
-    @cached_property
-    def _sampled(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """(cell of each sampled document, sampled documents per cell)."""
-        if self.sample is None:
-            return self.assignment, self.sizes
-        cells = self.assignment[self.sample]
-        return cells, np.bincount(cells, minlength=self.n_cells).astype(np.int64)
-
     def looks_independent(self, mask: npt.NDArray[np.bool_]) -> bool:
         """:meth:`independent` on the counts of the ``sample`` (all documents without one).
 
@@ -404,8 +396,9 @@ class Cells:
         """The counted documents ordered by cell, where each cell's run starts, and its
         length — cells with none counted left out (their count is 0 against an expected 0,
         which :meth:`independent` always passes)."""
-        cells, sizes = self._sampled
-        docs = np.arange(cells.size) if self.sample is None else self.sample
+        docs = np.arange(self.assignment.size) if self.sample is None else self.sample
+        cells = self.assignment[docs]
+        sizes = np.bincount(cells, minlength=self.n_cells).astype(np.int64)
         order = np.argsort(cells, kind="stable")
         filled = np.flatnonzero(sizes)
         starts = (np.cumsum(sizes) - sizes)[filled]
