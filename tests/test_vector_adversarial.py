@@ -416,6 +416,8 @@ def test_benchmark_script_runs_and_checks_its_targets(tmp_path, capsys) -> None:
     assert "| clustered-corr | 5% | 150 |" in text and "every cell: met" in text
     assert "best pushdown reaching the target on the scored and 200 workload queries)" in text
     assert "min(scan, hindsight pushdown)" in text
+    assert "min(scan, steady pushdown — the target on the scored queries and on every" in text
+    assert "| steady pushdown (ef: recall, on workload, QPS) |" in text
     # 200 workload queries in batches of 20: ten per cell a fixed pushdown reaches (100%).
     assert "| workload batches kept (auto, best) |" in text
     assert "on fresh workload batches of 20 queries" in text and "/10, the best fixed" in text
@@ -782,3 +784,40 @@ def test_a_workload_batch_is_kept_only_if_its_mean_reaches_the_target_with_k_of_
     assert kept == sum(
         np.mean([r for r, _ in b]) >= 0.95 - 1e-12 and all(m == 10 for _, m in b) for b in batches
     )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    qualifying=st.sets(st.integers(1, 3000), max_size=12),
+    threshold=st.one_of(st.none(), st.integers(1, 3000)),
+    k=st.integers(1, 20),
+    n_docs=st.integers(20, 2500),
+    slow=st.integers(1, 4000),
+)
+def test_a_fixed_pushdown_yardstick_is_found_to_the_unit_not_on_the_doubling_ladder(
+    qualifying: set[int], threshold: int | None, k: int, n_docs: int, slow: int
+) -> None:
+    """The best, hindsight and steady pushdowns are the smallest qualifying efSearch to the
+    unit: a doubling ladder scored a planner at efSearch 38 the same as one at 32."""
+    bench = load_bench()
+
+    def keeps(ef: int) -> bool:  # a threshold, plus stray efSearch values that also qualify
+        return (threshold is not None and ef >= threshold) or ef in qualifying
+
+    tried: list[int] = []
+    found = bench._cheapest_ef(
+        lambda ef: tried.append(ef) or keeps(ef), k, n_docs, lambda ef: ef >= slow
+    )
+    rungs = [k]  # the ladder, independently: k, 16, 32, ... up to n_docs
+    while rungs[-1] < n_docs:
+        rungs.append(min(n_docs, 16 if rungs[-1] < 16 else 2 * rungs[-1]))
+    first = next((i for i, r in enumerate(rungs) if keeps(r)), None)
+    if first is None or any(r >= slow for r in rungs[:first]):
+        assert found is None
+        return
+    assert found is not None and keeps(found)
+    assert found == rungs[0] or not keeps(found - 1)  # no smaller efSearch one step below
+    assert rungs[max(0, first - 1)] <= found <= rungs[first]
+    if threshold is not None and not qualifying:
+        assert found == min(max(threshold, k), rungs[first])  # monotone: exactly the threshold
+    assert len(tried) <= first + 2 + math.ceil(math.log2(max(2, rungs[first])))
