@@ -243,10 +243,14 @@ class _FixedPushdowns:
             self._on_workload[ef] = (_recalls(hits, oracle), hits.returned())
         return self._on_workload[ef]
 
-    def recall(self, ef: int) -> float:
-        return float(self.scored(ef)[0].mean())
+    def recall(self, ef: int | None) -> float:
+        """Mean recall on the scored queries at ``ef`` (NaN where no efSearch qualified)."""
+        return float("nan") if ef is None else float(self.scored(ef)[0].mean())
 
-    def workload_recall(self, ef: int) -> float:
+    def workload_recall(self, ef: int | None) -> float:
+        """Mean recall on the workload at ``ef`` (NaN without an efSearch or a workload)."""
+        if ef is None or self.workload is None:
+            return float("nan")
         return float(self.on_workload(ef)[0].mean())
 
     def seconds(self, ef: int) -> float:
@@ -461,21 +465,13 @@ def run_corpus(
             "auto_qps": q.shape[0] / t_auto,
             "scan_qps": q.shape[0] / t_scan,
             "push_ef": ef,
-            "push_recall": fixed.recall(ef) if ef is not None else float("nan"),
-            "push_select_recall": (
-                fixed.workload_recall(ef)
-                if ef is not None and fixed.workload is not None
-                else float("nan")
-            ),
+            "push_recall": fixed.recall(ef),
+            "push_select_recall": fixed.workload_recall(ef),
             "hind_ef": hind_ef,
-            "hind_recall": fixed.recall(hind_ef) if hind_ef is not None else float("nan"),
+            "hind_recall": fixed.recall(hind_ef),
             "steady_ef": steady_ef,
-            "steady_recall": fixed.recall(steady_ef) if steady_ef is not None else float("nan"),
-            "steady_select_recall": (
-                fixed.workload_recall(steady_ef)
-                if steady_ef is not None and fixed.workload is not None
-                else float("nan")
-            ),
+            "steady_recall": fixed.recall(steady_ef),
+            "steady_select_recall": fixed.workload_recall(steady_ef),
             "push_qps": q.shape[0] / t_fixed["push"],
             "hind_qps": q.shape[0] / t_fixed["hindsight"],
             "steady_qps": q.shape[0] / t_fixed["steady"],
