@@ -126,10 +126,12 @@ def test_plan_reports_its_evidence(anti_small) -> None:
     planner = replace(planner, second_look=None)
     hits, plan = auto(index, corpus.data.queries, K, corpus.mask(1.0), planner)
     assert plan.method == "pushdown" and plan.predicted_recall is not None
-    # No filter: one plain graph search at ef_base, certified by the unfiltered calibration.
-    plain = index.search(corpus.data.queries, K, ef_search=planner.ef_at_least(planner.ef_base))
+    # No filter: one plain graph search where the unfiltered calibration crosses the batch's
+    # aim, certified by it.
+    ef = planner.ef_direct(1.0, corpus.data.queries.shape[0])
+    plain = index.search(corpus.data.queries, K, ef_search=ef)
     np.testing.assert_array_equal(hits.ids, plain.ids)
-    assert plan.ef_search == plan.ef_min == planner.ef_at_least(planner.ef_base)
+    assert plan.ef_search == plan.ef_min == ef
     assert plan.predicted_recall >= planner.target_recall
     text = str(plan)
     assert "local s=1.00" in text and "certified recall" in text

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
@@ -583,17 +583,93 @@ def test_a_direct_pushdown_keeps_the_margin_its_calibration_spread_asks_for(
     assert planner.direct_recall(share, n_queries) >= aim - 1e-9 or ef == planner.ef_direct(share)
 
 
-def test_a_tight_calibration_pushes_a_uniform_filter_down_below_the_whole_margins_efsearch() -> (
-    None
-):
+_PLAIN_LADDER = (10, 16, 20, 23, 27, 32, 39, 46, 54, 64)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.floats(0.0, 0.08), min_size=len(_PLAIN_LADDER), max_size=len(_PLAIN_LADDER)),
+    st.floats(0.0, 0.3),
+    st.integers(1, 2000),
+    st.integers(1, 5000),
+)
+def test_a_batch_with_no_filter_is_searched_where_the_curve_crosses_the_aim_a_filter_keeps(
+    steps, sd, n_calibration, n_queries
+) -> None:
+    # A batch with no filter makes the promise a batch under one makes, so it keeps the same
+    # aim (the calibration's spread and the batch's size) and is searched where the unfiltered
+    # curve crosses it, rounded up: ef_base is that crossing at the whole margin only. At
+    # 100,000 low-rank vectors and 200 queries, efSearch 24 where ef_base is 27.
+    curve = np.minimum(1.0, 0.7 + np.cumsum(steps))
+    recall = tuple(zip(_PLAIN_LADDER, curve.tolist(), strict=True))
+    ef_base = next((e for e, r in recall if r >= 0.97 - 1e-12), None)
+    assume(ef_base is not None)
+    planner = AutoPlanner(
+        n_docs=10**6,
+        k=10,
+        ef_base=ef_base,
+        ndis=((10, 300.0), (64, 1200.0)),
+        recall=recall,
+        spread=tuple((1.0, e, sd) for e in _PLAIN_LADDER),
+        n_calibration=n_calibration,
+    )
+    # The aim, from scratch: 2.58 standard errors of the two samples, within [0.96, 0.97].
+    noise = sd * math.sqrt(1 / n_calibration + 1 / n_queries)
+    aim = min(0.97, max(0.96, 0.95 + 2.5758293 * noise))
+    assert planner.aim(1.0, n_queries) == pytest.approx(aim, abs=1e-6)
+    # The crossing, from scratch: linear in log efSearch from the rung below the first to
+    # reach the aim.
+    at = next(i for i, (_, r) in enumerate(recall) if r >= aim - 1e-9)
+    want = float(recall[at][0])
+    if at > 0:
+        (e0, r0), (e1, r1) = recall[at - 1], recall[at]
+        t = min(1.0, max(0.0, (aim - r0) / max(r1 - r0, 1e-12)))
+        want = math.exp(math.log(e0) + t * math.log(e1 / e0))
+    if aim >= 0.97 - 1e-9:
+        want = float(ef_base)  # the whole margin: ef_base itself, as calibrated
+    ef = planner.ef_direct(1.0, n_queries)
+    assert math.ceil(want - 1e-6) <= ef <= math.ceil(want + 1e-6), (ef, want, aim)
+    assert ef <= ef_base
+    assert planner.predicted_recall(np.array([float(ef)]))[0] >= aim - 1e-6
+    assert ef >= planner.ef_direct(1.0, 10 * n_queries)  # a larger batch never searches deeper
+    # No filter needs less than none: a filtered pushdown never goes below it.
+    assert all(planner.ef_direct(s, n_queries) >= ef for s in (0.9, 0.5, 0.2))
+
+
+def test_auto_searches_a_batch_with_no_filter_below_ef_base_where_its_spread_allows(
+    tight_lowrank,
+) -> None:
+    corpus, index, planner = tight_lowrank
+    planner = replace(planner, second_look=None)
+    q = corpus.data.queries
+    hits, plan = auto(index, q, 10, np.ones(index.n_docs, dtype=bool), planner)
+    assert planner.ef_base is not None
+    ef = planner.ef_direct(1.0, q.shape[0])
+    assert plan.ef_search == plan.ef_min == ef < planner.ef_base, (str(plan), planner.ef_base)
+    np.testing.assert_array_equal(hits.ids, index.search(q, 10, ef_search=ef).ids)
+    assert plan.predicted_recall == pytest.approx(planner.predicted_recall(np.array([ef]))[0])
+    assert plan.predicted_recall >= planner.aim(1.0, q.shape[0]) - 1e-9
+    assert _recall_of(hits, index.exact(q, 10)) >= 0.95
+
+
+@pytest.fixture(scope="module")
+def tight_lowrank() -> tuple[Any, VectorIndex, AutoPlanner]:
+    """A 20,000-vector low-rank corpus whose per-query recall spreads narrowly (~0.06), with
+    its HNSW graph and a planner calibrated on 400 held-out queries."""
+    corpus = adversarial_corpus("lowrank-uniform", 20_000, 64, 200, seed=3)
+    index = build_index(corpus.data.vectors)
+    return corpus, index, calibrate_auto(index, 10, queries=corpus.data.calibration_queries(400))
+
+
+def test_a_tight_calibration_pushes_a_uniform_filter_down_below_the_whole_margins_efsearch(
+    tight_lowrank,
+) -> None:
     # The issue's lowrank-uniform 50% at 100,000 vectors ran 1.11-1.14x the best fixed pushdown:
     # auto pushed down at efSearch 34, aiming at target + the whole margin (0.97), where 32
     # already held 0.97 on the scored queries and 0.965 on 1,000 more. On 400 held-out
     # queries the per-query spread of recall is ~0.06 there, and a 200-query batch needs
     # ~0.012 of margin, not 0.02: a smaller efSearch, and the promise still kept.
-    corpus = adversarial_corpus("lowrank-uniform", 20_000, 64, 200, seed=3)
-    index = build_index(corpus.data.vectors)
-    planner = calibrate_auto(index, 10, queries=corpus.data.calibration_queries(400))
+    corpus, index, planner = tight_lowrank
     q = corpus.data.queries
     for s in (0.5, 0.7):
         mask = corpus.mask(s)
