@@ -420,8 +420,6 @@ def run_corpus(
             kept["auto"] = _auto_batches(index, *fixed.workload, mask, planner, args)
             if ef is not None:
                 kept["push"] = fixed.batches_kept(ef)
-            if steady_ef is not None:
-                kept["steady"] = fixed.batches_kept(steady_ef)
         # One timed contender per distinct efSearch the yardsticks chose.
         chosen = {"push": ef, "hindsight": hind_ef, "steady": steady_ef}
         by_ef = {e: name for name, e in reversed(chosen.items()) if e is not None}
@@ -507,6 +505,17 @@ def _kept_cell(row: dict[str, Any]) -> str:
     )
 
 
+def _fixed_cell(row: dict[str, Any], name: str, *, workload: bool = True) -> str:
+    """A fixed pushdown's table cell: "ef=E: recall[, on workload], QPS", or "none"."""
+    if row[f"{name}_ef"] is None:
+        return "none"
+    on_workload = f"{row[f'{name}_select_recall']:.3f}, " if workload else ""
+    return (
+        f"ef={row[f'{name}_ef']}: {row[f'{name}_recall']:.3f}, {on_workload}"
+        f"{row[f'{name}_qps']:,.0f}"
+    )
+
+
 def _kept_line(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
     """The summary of the workload batches: the promise on fresh batches, per contender."""
     total = {
@@ -552,22 +561,10 @@ def render(
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        push = (
-            f"ef={r['push_ef']}: {r['push_recall']:.3f}, {r['push_select_recall']:.3f}, "
-            f"{r['push_qps']:,.0f}"
-            if r["push_ef"] is not None
-            else "none"
-        )
-        hind = (
-            f"ef={r['hind_ef']}: {r['hind_recall']:.3f}, {r['hind_qps']:,.0f}"
-            if r["hind_ef"] is not None
-            else "none"
-        )
-        steady = (
-            f"ef={r['steady_ef']}: {r['steady_recall']:.3f}, {r['steady_select_recall']:.3f}, "
-            f"{r['steady_qps']:,.0f}"
-            if r["steady_ef"] is not None
-            else "none"
+        push, hind, steady = (
+            _fixed_cell(r, "push"),
+            _fixed_cell(r, "hind", workload=False),
+            _fixed_cell(r, "steady"),
         )
         part = (
             f"{r['part_recall']:.3f}, {r['part_returned']:.1f}, {r['part_qps']:,.0f}"

@@ -824,9 +824,9 @@ class AutoPlanner:
             sure = self.filtered_recall(cross, shares) >= wanted - 1e-9
             first = np.where((at > 0) & sure, cross, first)
         out = np.where(reached.any(axis=-1), first, base / shares)
-        if lowered:
-            return np.asarray(np.where(shares >= 1.0, np.minimum(out, base), out), dtype=np.float64)
-        return np.asarray(np.where(shares >= 1.0, base, out), dtype=np.float64)
+        # No filter needs more than ef_base; at the whole margin the grid starts there, so
+        # share 1 gets ef_base itself.
+        return np.asarray(np.where(shares >= 1.0, np.minimum(out, base), out), dtype=np.float64)
 
     def predicted_recall(self, ef: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """Calibrated unfiltered recall@k at (effective) efSearch ``ef``, log-interpolated.
