@@ -234,6 +234,102 @@ def test_an_unreachable_scheduler_is_one_line_naming_the_address():
     )
 
 
+def _heartbeat_during_close(plugin: object | None) -> list[str]:
+    """What ``distributed.worker`` lets through when a worker's heartbeat is in flight as the
+    worker closes and the connection dies under it: the race of dask/distributed#7105, made
+    certain. A real scheduler and worker on 127.0.0.1, in this process; the scheduler's
+    answer waits until the worker is closing, then fails as a closed stream does."""
+    import asyncio
+    import logging
+
+    from distributed import Scheduler, Worker
+    from distributed.comm.core import CommClosedError
+    from distributed.core import Status
+
+    seen: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    class DiesAtClose:
+        def __init__(self, rpc: object, worker: Worker) -> None:
+            self.rpc, self.worker = rpc, worker
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.rpc, name)
+
+        async def heartbeat_worker(self, **_: object) -> None:
+            while self.worker.status not in (Status.closing, Status.closed):
+                await asyncio.sleep(0.01)
+            raise CommClosedError("in <TCP Worker->Scheduler>: Stream is closed")
+
+    async def race() -> None:
+        async with Scheduler(host=LOOPBACK, port=0, dashboard_address=":0") as scheduler:
+            worker = Worker(scheduler.address, host=LOOPBACK, nthreads=1, dashboard=False)
+            await worker
+            if plugin is not None:
+                await worker.plugin_add(plugin)
+            worker.scheduler = DiesAtClose(worker.scheduler, worker)
+            beat = asyncio.ensure_future(worker.heartbeat())
+            await asyncio.sleep(0.05)
+            await worker.close()
+            await beat
+
+    handler = Collect()
+    logger = logging.getLogger("distributed.worker")
+    logger.addHandler(handler)
+    try:
+        asyncio.run(race())
+    finally:
+        logger.removeHandler(handler)
+        for quiet in [f for f in logger.filters if type(f).__name__ == "ClosingHeartbeatFilter"]:
+            logger.removeFilter(quiet)
+    return seen
+
+
+def test_a_closing_workers_failed_heartbeat_prints_no_traceback_with_the_launchers_plugin():
+    """The traceback a sweep's last line could be followed by (seen once under load), made
+    certain: without the plugin distributed logs it, with it the closing worker is quiet."""
+    from hydra_plugins.arecall_dask_launcher._closing import HEARTBEAT_FAILED, QuietClose
+
+    assert any(m.startswith(HEARTBEAT_FAILED) for m in _heartbeat_during_close(None))
+    assert not any(m.startswith(HEARTBEAT_FAILED) for m in _heartbeat_during_close(QuietClose()))
+
+
+def test_the_launchers_own_cluster_carries_the_plugin_and_a_users_cluster_does_not():
+    """Only workers the launcher started are quietened; a given scheduler's are left alone."""
+    from types import SimpleNamespace
+
+    from distributed import LocalCluster
+
+    from hydra_plugins.arecall_dask_launcher._core import _close, _connect
+
+    def quietened(dask_worker) -> bool:  # runs in the worker's process
+        import logging
+
+        names = {type(f).__name__ for f in logging.getLogger("distributed.worker").filters}
+        return "ClosingHeartbeatFilter" in names or "arecall-quiet-close" in dask_worker.plugins
+
+    ours = SimpleNamespace(address=None, n_workers=1, threads_per_worker=1, connect_timeout=60.0)
+    client, cluster = _connect(ours)
+    try:
+        assert cluster is not None
+        assert list(client.run(quietened).values()) == [True]
+    finally:
+        _close(client, cluster)
+    with LocalCluster(
+        n_workers=1, processes=False, protocol="tcp", host=LOOPBACK, dashboard_address=":0"
+    ) as users_cluster:
+        theirs = SimpleNamespace(address=users_cluster.scheduler_address, connect_timeout=60.0)
+        client, cluster = _connect(theirs)
+        try:
+            assert cluster is None
+            assert list(client.run(quietened).values()) == [False]
+        finally:
+            _close(client, cluster)
+
+
 class _Workers:
     """Stands in for a Dask client: the hostnames its workers report."""
 

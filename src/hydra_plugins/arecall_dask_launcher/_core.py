@@ -139,7 +139,8 @@ def execute(shared: bytes, job: bytes) -> bytes:
 
 
 def _connect(launcher: Any) -> tuple[Any, Any]:
-    """A client of the configured scheduler, or of a local cluster on 127.0.0.1 started here."""
+    """A client of the configured scheduler, or of a local cluster on 127.0.0.1 started here
+    (whose workers get :class:`~._closing.QuietClose`)."""
     try:
         from distributed import Client, LocalCluster
     except ImportError:
@@ -178,6 +179,11 @@ def _connect(launcher: Any) -> tuple[Any, Any]:
             f"hydra.launcher.address={address}: the scheduler has no workers after "
             f"{launcher.connect_timeout:g} s (start some: dask worker {address})"
         ) from None
+    if cluster is not None:
+        # Our own workers close with the sweep: their shutdown must not print a traceback.
+        from hydra_plugins.arecall_dask_launcher._closing import QuietClose
+
+        client.register_plugin(QuietClose())
     return client, cluster
 
 
