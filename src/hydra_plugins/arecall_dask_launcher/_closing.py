@@ -3,9 +3,9 @@
 A Dask worker that is closing can have a heartbeat to the scheduler in flight; when the worker
 (or the scheduler) closes that connection, distributed logs "Failed to communicate with
 scheduler during heartbeat." with a traceback, from the worker's process onto the terminal
-that ran ``arecall run`` (dask/distributed#7105). Nothing was lost: the sweep had already
-finished. Under load it reached the end of one local sweep in a test run, after the launcher's
-one-line error for a bad point, so the user saw a traceback for a clean shutdown. Only the
+that ran ``arecall run`` (dask/distributed#7105). Nothing is lost: the sweep has finished. In
+one test run under load it followed a local sweep's one-line error for a bad point, so the
+user saw a traceback for a clean shutdown. Only the
 cluster the launcher starts itself gets this plugin; a user's own cluster logs as its owner
 configured it. A heartbeat failure while a worker is running still prints.
 
@@ -56,9 +56,8 @@ class ClosingHeartbeatFilter(logging.Filter):
 
 class QuietClose(WorkerPlugin):
     """Installs :class:`ClosingHeartbeatFilter` on ``distributed.worker`` in each worker's
-    process (``Client.register_plugin``). It stays through the worker's teardown, which runs
-    as the worker closes, before the heartbeat it guards against can fail; the process ends
-    with the worker."""
+    process (``Client.register_plugin``). It is never taken off: the heartbeat it guards
+    against fails as the worker closes, and the process ends with the worker."""
 
     name = "arecall-quiet-close"
 
