@@ -5,9 +5,9 @@ A Dask worker that is closing can have a heartbeat to the scheduler in flight; w
 scheduler during heartbeat." with a traceback, from the worker's process onto the terminal
 that ran ``arecall run`` (dask/distributed#7105). Nothing is lost: the sweep has finished. In
 one test run under load it followed a local sweep's one-line error for a bad point, so the
-user saw a traceback for a clean shutdown. Only the
-cluster the launcher starts itself gets this plugin; a user's own cluster logs as its owner
-configured it. A heartbeat failure while a worker is running still prints.
+user saw a traceback for a clean shutdown. Only the cluster the launcher starts itself gets
+this plugin; a user's own cluster logs as its owner configured it. A heartbeat failure while
+a worker is running still prints.
 
 Imported only once Dask is known to be installed (it is the ``cluster`` extra).
 """
