@@ -589,3 +589,25 @@ def test_every_output_honours_the_umask_and_prove_leaves_no_example_database(tmp
     modes = {p.relative_to(work).as_posix(): oct(p.stat().st_mode & 0o777) for p in files}
     assert set(modes.values()) == {"0o640"}, modes
     assert sorted(p.name for p in work.iterdir()) == ["run"]  # no .hypothesis/, nothing else
+
+
+def test_a_sweep_whose_points_fail_on_bad_input_prints_only_their_lines(tmp_path, arecall):
+    """Each failed point's one line and the sweep's one line: not Hydra's "Error executing job
+    with overrides" nor its hint to set HYDRA_FULL_ERROR for a stack trace there is none of."""
+    missing, empty = tmp_path / "missing", tmp_path / "empty"
+    empty.mkdir()
+    result = arecall(
+        "run",
+        "-m",
+        "corpus=seed_json",
+        f"corpus.path={missing},{empty}",
+        f"hydra.sweep.dir={tmp_path}/sweep",
+    )
+    assert result.returncode == 2, result.stderr
+    point = f"corpus.path={missing},corpus=seed_json"
+    assert [ln for ln in result.stderr.splitlines() if ln.strip()] == [
+        f"arecall: error: sweep point 0 ({point}): {missing}/corpus.json: file not found",
+        f"arecall: error: sweep point 1 (corpus.path={empty},corpus=seed_json): "
+        f"{empty}/corpus.json: file not found",
+        f"arecall: error: the sweep had a failed point ({point}: see above); the other points ran",
+    ]

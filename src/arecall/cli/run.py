@@ -6,10 +6,11 @@ sweep's parent run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +101,8 @@ def run_main(argv: Sequence[str]) -> int:
     try:
         with interruptible(), announce_stages():
             if single is None:
-                task()
+                with _without_hydras_lines_on_user_errors():
+                    task()
             else:
                 _run_single(single, body)
     except Interrupted as exc:
@@ -118,6 +120,9 @@ def run_main(argv: Sequence[str]) -> int:
     return 0
 
 
+_SWEEP_FAILED = "arecall: error: the sweep had a failed point "
+
+
 class SweepPointFailed(CompactHydraException):
     """A sweep point failed with a user error (already printed): Hydra's job-level failure.
 
@@ -127,15 +132,86 @@ class SweepPointFailed(CompactHydraException):
     """
 
     def __init__(self, point: str, error: str) -> None:
-        super().__init__(
-            f"arecall: error: the sweep had a failed point ({point}: see above); "
-            "the other points ran"
-        )
+        super().__init__(f"{_SWEEP_FAILED}({point}: see above); the other points ran")
         self.point, self.error = point, error
         note_user_error(error)
 
     def __reduce__(self) -> tuple[Any, ...]:  # joblib workers send it back pickled
         return (SweepPointFailed, (self.point, self.error))
+
+
+#: What Hydra writes to stderr around a failed sweep point, beside the point's own line:
+#: before the failure it re-raises (``JobReturn.return_value``), and after it reports it
+#: (``run_and_report``, even for a compact error, which has no stack trace to show).
+_HYDRA_JOB_ERROR = "Error executing job with overrides: "
+_HYDRA_HINT = "\nSet the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.\n"
+
+
+class _SweepStderr:
+    r"""``sys.stderr`` during a sweep, less Hydra's two lines around a point's user error.
+
+    A point that fails on bad input prints its one line (``sweep point N (...): <file>:
+    <what>``), and the sweep ends with one line naming it (:class:`SweepPointFailed`). Hydra
+    would add "Error executing job with overrides: [...]" before that last line and a hint
+    to set HYDRA_FULL_ERROR for a stack trace after it. Each is one ``write`` call: the first
+    is held until the next write shows whether it precedes our line (dropped) or anything
+    else, a bug's report, which keeps it and the hint. Everything else passes through.
+
+    Examples
+    --------
+    >>> import io
+    >>> err = _SweepStderr(io.StringIO())
+    >>> for text in ["progress\n", _HYDRA_JOB_ERROR + "['a=1']\n", _SWEEP_FAILED + "(a=1)\n",
+    ...              _HYDRA_HINT, _HYDRA_JOB_ERROR + "['a=2']\n", "Traceback ...\n", _HYDRA_HINT]:
+    ...     _ = err.write(text)
+    >>> err.flush()
+    >>> print(err.stream.getvalue(), end="")
+    progress
+    arecall: error: the sweep had a failed point (a=1)
+    Error executing job with overrides: ['a=2']
+    Traceback ...
+    <BLANKLINE>
+    Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self._held = ""
+        self._after_ours = False
+
+    def write(self, text: str) -> int:
+        held, self._held = self._held, ""
+        after_ours, self._after_ours = self._after_ours, False
+        if text.startswith(_HYDRA_JOB_ERROR):
+            self.stream.write(held)
+            self._held = text
+        elif text.startswith(_SWEEP_FAILED):
+            self.stream.write(text)  # ``held``, Hydra's line before ours, is dropped
+            self._after_ours = True
+        elif not (after_ours and text == _HYDRA_HINT):
+            self.stream.write(held + text)
+        return len(text)
+
+    def flush(self) -> None:
+        if self._held:
+            self.stream.write(self._held)
+            self._held = ""
+        self.stream.flush()
+
+    def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding…: the real stream's
+        return getattr(self.stream, name)
+
+
+@contextlib.contextmanager
+def _without_hydras_lines_on_user_errors() -> Iterator[None]:
+    """``sys.stderr`` is a :class:`_SweepStderr` in the block (a sweep's launching process)."""
+    real = sys.stderr
+    sys.stderr = _SweepStderr(real)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        sys.stderr = real
 
 
 def _single_run_overrides(argv: Sequence[str]) -> list[str] | None:
