@@ -210,6 +210,23 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(files: Path, capsys, c
     assert captured.out == ""
 
 
+@pytest.mark.long  # distributed tries the address for its whole 30 s connect timeout
+def test_an_unreachable_scheduler_is_named_by_its_flag(files: Path, capsys) -> None:
+    """The command line says ``--scheduler``, as the config says evaluation.engine.scheduler."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    argv = acl_args(files, "--engine", "dask", "--scheduler", address)
+    assert evaluate_main(argv) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith(
+        f"arecall: error: --scheduler: cannot reach the Dask scheduler at {address}"
+    )
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -251,7 +251,9 @@ def _evaluate(argv: list[str]) -> int:
         n_resamples=args.resamples,
         seed=args.seed,
     )
-    with make_engine(args.engine, args.scheduler, args.block_principals) as engine:
+    with make_engine(
+        args.engine, args.scheduler, args.block_principals, scheduler_setting="--scheduler"
+    ) as engine:
         ev = evaluate(args.run, args.qrels, **options, engine=engine)
         summary = ev.summary()
         comparison = None

@@ -225,14 +225,22 @@ class DaskEngine(Engine):
         Principals per block (default: the kernel's own size).
     timeout : float
         Seconds to wait for the scheduler.
+    setting : str
+        How the caller spells the address's setting, for its errors: the config's key, or
+        ``--scheduler`` on ``arecall evaluate``'s command line.
     """
 
-    def __init__(self, scheduler: str, block: int | None = None, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        scheduler: str,
+        block: int | None = None,
+        timeout: float = 30.0,
+        setting: str = "evaluation.engine.scheduler",
+    ) -> None:
         super().__init__(block=block)
         if not scheduler:
             raise ArecallError(
-                "evaluation.engine.scheduler: the dask engine needs a scheduler address, "
-                "e.g. tcp://127.0.0.1:8786"
+                f"{setting}: the dask engine needs a scheduler address, e.g. tcp://127.0.0.1:8786"
             )
         try:
             from distributed import Client
@@ -244,8 +252,7 @@ class DaskEngine(Engine):
             self.client = Client(scheduler, timeout=timeout, set_as_default=False)
         except (OSError, TimeoutError) as exc:
             raise ArecallError(
-                f"evaluation.engine.scheduler: cannot reach the Dask scheduler at {scheduler}: "
-                f"{exc}"
+                f"{setting}: cannot reach the Dask scheduler at {scheduler}: {exc}"
             ) from None
         self.scheduler = scheduler
         #: Per `map_blocks` call: tasks, bytes scattered once (× workers), bytes sent with the
@@ -335,9 +342,14 @@ class DaskEngine(Engine):
 
 
 def make_engine(
-    name: str = "local", scheduler: str | None = None, block: int | None = None
+    name: str = "local",
+    scheduler: str | None = None,
+    block: int | None = None,
+    *,
+    scheduler_setting: str = "evaluation.engine.scheduler",
 ) -> Engine:
-    """The engine ``evaluation.engine`` / ``--engine`` names (``block`` 0 or None: automatic).
+    """The engine ``evaluation.engine`` / ``--engine`` names (``block`` 0 or None: automatic);
+    an error about the scheduler names ``scheduler_setting``, as the caller's user wrote it.
 
     Examples
     --------
@@ -354,7 +366,7 @@ def make_engine(
     if name == "local":
         return LocalEngine(block=size)
     if name == "dask":
-        return DaskEngine(scheduler or "", block=size)
+        return DaskEngine(scheduler or "", block=size, setting=scheduler_setting)
     raise ArecallError(
         f"evaluation.engine.name: expected one of {', '.join(ENGINES)}, got {name!r}"
     )
