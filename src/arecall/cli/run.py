@@ -164,7 +164,9 @@ class _SweepStderr:
     >>> for text in ["progress\n", _HYDRA_JOB_ERROR + "['a=1']\n", _SWEEP_FAILED + "(a=1)\n",
     ...              _HYDRA_HINT, _HYDRA_JOB_ERROR + "['a=2']\n", "Traceback ...\n", _HYDRA_HINT]:
     ...     _ = err.write(text)
-    >>> err.flush()
+    >>> _ = err.write(_HYDRA_JOB_ERROR + "['a=3']\n")
+    >>> err.flush()  # held through a flush, written at the end
+    >>> err.release()
     >>> print(err.stream.getvalue(), end="")
     progress
     arecall: error: the sweep had a failed point (a=1)
@@ -172,6 +174,7 @@ class _SweepStderr:
     Traceback ...
     <BLANKLINE>
     Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.
+    Error executing job with overrides: ['a=3']
     """
 
     def __init__(self, stream: Any) -> None:
@@ -192,10 +195,13 @@ class _SweepStderr:
             self.stream.write(held + text)
         return len(text)
 
-    def flush(self) -> None:
-        if self._held:
-            self.stream.write(self._held)
-            self._held = ""
+    def flush(self) -> None:  # not the held line: a flush can come between it and ours
+        self.stream.flush()
+
+    def release(self) -> None:
+        """Write a line still held (the block ends): nothing written is ever lost."""
+        self.stream.write(self._held)
+        self._held = ""
         self.stream.flush()
 
     def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding…: the real stream's
@@ -206,11 +212,11 @@ class _SweepStderr:
 def _without_hydras_lines_on_user_errors() -> Iterator[None]:
     """``sys.stderr`` is a :class:`_SweepStderr` in the block (a sweep's launching process)."""
     real = sys.stderr
-    sys.stderr = _SweepStderr(real)
+    sys.stderr = proxy = _SweepStderr(real)
     try:
         yield
     finally:
-        sys.stderr.flush()
+        proxy.release()
         sys.stderr = real
 
 
