@@ -92,6 +92,23 @@ def test_unknown_retriever_is_refused_by_name_without_traceback(tmp_path, arecal
     )
 
 
+@pytest.mark.parametrize("flag", [[], ["-m"]])
+@pytest.mark.parametrize(
+    ("override", "known"),
+    [("hydra/launcher=nope", "basic, dask, joblib"), ("hydra/sweeper=nope", "basic")],
+)
+def test_an_unknown_hydra_plugin_is_refused_like_an_unknown_group_option(
+    tmp_path, flag, override, known, arecall
+):
+    """Hydra's own groups get our one line, with the options Hydra found on its search path."""
+    group = override.split("=")[0]
+    proc = arecall("run", *flag, override, f"hydra.run.dir={tmp_path / 'out'}")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        f"arecall: error: {override}: no such {group} config (known: {known})"
+    )
+
+
 def test_unknown_retriever_in_params_yaml_fails_the_first_dvc_stage_with_one_line(tmp_path):
     # params.yaml is checked whole before any stage runs, so even `generate`, which never
     # ranks, refuses it and writes nothing.

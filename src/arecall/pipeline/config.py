@@ -171,6 +171,29 @@ def override_origin(overrides: Sequence[str]) -> Callable[[str], str | None]:
     return origin
 
 
+def _missing_option(exc: Exception) -> ArecallError | None:
+    """An option Hydra found in no config group (``hydra/launcher=nope``; ours are refused
+    earlier, from ``conf/``): the one line an unknown option of ours gets, listing the options
+    Hydra found on its search path, plugins included. ``None`` for any other error.
+
+    Examples
+    --------
+    >>> from hydra.errors import MissingConfigException
+    >>> exc = MissingConfigException("...", "hydra/launcher/nope", ["joblib", "basic"])
+    >>> print(_missing_option(exc))
+    hydra/launcher=nope: no such hydra/launcher config (known: basic, joblib)
+    """
+    from hydra.errors import MissingConfigException
+
+    if not isinstance(exc, MissingConfigException) or not exc.options:
+        return None
+    group, _, option = str(exc.missing_cfg_file or "").rpartition("/")
+    if not group:
+        return None
+    known = ", ".join(sorted(exc.options))
+    return ArecallError(f"{group}={option}: no such {group} config (known: {known})")
+
+
 def _composition_error(overrides: list[str], exc: Exception) -> ArecallError:
     """Hydra refused the overrides: redo them one by one on plain data to name the bad one.
 
@@ -178,6 +201,9 @@ def _composition_error(overrides: list[str], exc: Exception) -> ArecallError:
     """
     from omegaconf import OmegaConf
 
+    missing = _missing_option(exc)
+    if missing is not None:
+        return missing
     try:
         parsed = _parsed(overrides)
     except Exception:
