@@ -109,6 +109,47 @@ def test_an_unknown_hydra_plugin_is_refused_like_an_unknown_group_option(
     )
 
 
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (
+            ["vector_search.index.store=milvus"],
+            "vector_search.index.store: must be one of chroma, faiss, lancedb",
+        ),
+        (
+            ["vector_search.index.store=chroma"],  # the default placements include auto
+            "vector_search.index.placements: store chroma does not answer 'auto' "
+            "(it answers post, pushdown and pre)",
+        ),
+        (
+            ["vector_search.index.store=lancedb", "vector_search.index.placements=[auto]"],
+            "vector_search.index.placements: store lancedb does not answer 'auto'",
+        ),
+    ],
+)
+def test_a_store_that_cannot_answer_the_placements_is_refused_before_any_stage(
+    tmp_path, overrides, expected, arecall
+):
+    """Found by running it: the store and its placements were checked by the vectors stage,
+    after six stages had written their outputs; they are part of the config."""
+    out = tmp_path / "out"
+    proc = arecall("run", *overrides, f"hydra.run.dir={out}")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], proc.stderr
+    assert not out.exists()
+
+
+def test_a_store_with_placements_it_answers_composes():
+    from arecall.pipeline.config import default_config
+
+    for store in ("chroma", "lancedb", "faiss"):
+        cfg = default_config(
+            [f"vector_search.index.store={store}", "vector_search.index.placements=[post,pre]"]
+        )
+        assert cfg["vector_search"]["index"]["store"] == store
+
+
 def test_unknown_retriever_in_params_yaml_fails_the_first_dvc_stage_with_one_line(tmp_path):
     # params.yaml is checked whole before any stage runs, so even `generate`, which never
     # ranks, refuses it and writes nothing.

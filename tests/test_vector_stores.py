@@ -1,8 +1,9 @@
-"""Vector stores are one file plus one registry line, and reach both the experiment and audit.
+"""Vector stores are one file plus a registry line, and reach both the experiment and audit.
 
 faiss, the experiment's own index, sits behind the same `VectorStore` interface as LanceDB; the
 experiment picks its store by name (``index.store``), so a store defined here in a dozen lines
-and registered in one line runs the same experiment, through the pipeline config too.
+and registered in ``STORES`` (and, for the config's check, ``STORE_PLACEMENTS``) runs the same
+experiment, through the pipeline config too.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 from arecall.core.errors import ArecallError
 from arecall.pipeline.vector_search import run_vector_corpus
 from arecall.vector import Hits, build_index, calibrate_auto, generate, measure_placements
-from arecall.vector.config import IndexConfig
+from arecall.vector.config import STORE_PLACEMENTS, IndexConfig
 from arecall.vector.generator import l2_normalise
 from arecall.vector.measurement import audit, experiment
 from arecall.vector.stores import (
@@ -53,7 +54,8 @@ class ToyStore(VectorStore):
 
 @pytest.fixture
 def toy(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(STORES, "toy", ToyStore)  # the one registry line
+    monkeypatch.setitem(STORES, "toy", ToyStore)  # the registry line
+    monkeypatch.setitem(STORE_PLACEMENTS, "toy", ToyStore.placements)  # what the config checks
 
 
 def test_the_registry_lists_faiss_lancedb_and_chroma_under_their_own_names() -> None:
@@ -89,7 +91,7 @@ def test_faiss_through_the_store_is_the_index_measured_directly() -> None:
     assert set(got["plan"]) >= {"ef=64", "scan"}
 
 
-def test_a_store_registered_in_one_line_reaches_the_experiment(toy: None) -> None:
+def test_a_registered_store_reaches_the_experiment(toy: None) -> None:
     df = experiment(store="toy", placements=WITHOUT_AUTO, **SMALL)
     assert df["plan"].tolist() == ["prefilter=False", "prefilter=True", "scan"] * 2
     pushdown = df[df["mode"] == "pushdown"]
@@ -97,7 +99,7 @@ def test_a_store_registered_in_one_line_reaches_the_experiment(toy: None) -> Non
     assert df[df["mode"] == "post"]["returned"].iloc[0] < 5
 
 
-def test_a_store_registered_in_one_line_reaches_the_pipeline_and_audit(toy: None) -> None:
+def test_a_registered_store_reaches_the_pipeline_and_audit(toy: None) -> None:
     cfg = {
         "corpus": {"name": "vectors", **SMALL},
         "index": {"name": "hnsw", "store": "toy", "placements": WITHOUT_AUTO},
@@ -197,3 +199,12 @@ def test_inset_and_below_match_numpy_on_every_store(
             assert hits.rows() == want.rows(), (store.name, where, prefilter)
             few = store.search(q, 3, where, prefilter=prefilter)
             assert few.returned()[0] <= 3 and mask[few.rows()[0]].all()
+
+
+def test_the_config_knows_every_store_and_exactly_what_it_answers():
+    """The config is checked against ``STORE_PLACEMENTS`` without importing the stores: it must
+    list every registered store, with the placements the store's class answers."""
+    assert set(STORE_PLACEMENTS) == set(STORES)
+    for name, cls in STORES.items():
+        assert cls.name == name
+        assert cls.placements == STORE_PLACEMENTS[name]

@@ -32,7 +32,13 @@ from arecall.data.authorization.config import PROFILES
 from arecall.data.sources import SCHEMAS as SOURCE_SCHEMAS
 from arecall.pipeline.budget import check_config_memory
 from arecall.retrievers import SCHEMAS as RETRIEVER_SCHEMAS
-from arecall.vector.config import PLACEMENTS, SELECTIVITIES, IndexConfig, VectorsCorpusConfig
+from arecall.vector.config import (
+    PLACEMENTS,
+    SELECTIVITIES,
+    STORE_PLACEMENTS,
+    IndexConfig,
+    VectorsCorpusConfig,
+)
 
 __all__ = [
     "COMPOSED",
@@ -108,6 +114,24 @@ class ExactIndexSchema:
     placements: list[str] = setting(list(PLACEMENTS), each=one_of(*PLACEMENTS), nonempty=True)  # noqa: RUF009 (a dataclass field)
     target_recall: float = setting(IndexConfig.target_recall, _FRACTION)
     store: str = IndexConfig.store
+
+    def problems(self) -> Iterator[tuple[str, str, Any]]:
+        """A registered store, and every placement but ``pre`` (the exact scan, any store's)
+        one it answers: checked here, not by the stage that builds the store after the others
+        ran. Read at check time, so a store registered at run time is known."""
+        if self.store not in STORE_PLACEMENTS:
+            known = ", ".join(sorted(STORE_PLACEMENTS))
+            yield "store", f"must be one of {known}", self.store
+            return
+        answers = STORE_PLACEMENTS[self.store]
+        for placement in self.placements:
+            if placement != "pre" and placement not in answers:
+                yield (
+                    "placements",
+                    f"store {self.store} does not answer {placement!r} "
+                    f"(it answers {', '.join(answers)} and pre)",
+                    self.placements,
+                )
 
 
 @dataclass

@@ -14,10 +14,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["PLACEMENTS", "SELECTIVITIES", "IndexConfig", "VectorsCorpusConfig"]
+__all__ = ["PLACEMENTS", "SELECTIVITIES", "STORE_PLACEMENTS", "IndexConfig", "VectorsCorpusConfig"]
 
 #: Every placement the experiment measures, in table order.
 PLACEMENTS: tuple[str, ...] = ("post", "pushdown", "pre", "auto")
+#: Each vector store (``arecall.vector.stores.STORES``) and the placements it answers itself;
+#: ``pre``, the exact scan, is answered for every store. Declared here, beside the config, so
+#: a config is checked when it is composed without importing the stores (faiss and scipy: a
+#: quarter of a second in every stage's process); the store classes read their own entry.
+STORE_PLACEMENTS: dict[str, tuple[str, ...]] = {
+    "chroma": ("post", "pushdown"),
+    "faiss": ("post", "pushdown", "auto"),
+    "lancedb": ("post", "pushdown"),
+}
 #: verity 0.1.1's selectivities (fractions of the corpus a principal may use).
 SELECTIVITIES: tuple[float, ...] = (0.01, 0.03, 0.10, 0.30, 1.0)
 
@@ -43,7 +52,8 @@ class IndexConfig:
         The recall the ``auto`` planner calibrates for, in (0, 1].
     store : str
         The vector store that holds the index, a name in ``arecall.vector.stores.STORES``
-        (``faiss`` is the reference; not in the YAML files, which rely on this default).
+        (``faiss`` is the reference; not in the YAML files, which rely on this default); every
+        placement but ``pre`` must be one it answers (``STORE_PLACEMENTS``).
 
     Examples
     --------

@@ -1,8 +1,9 @@
 """Vector stores (one file per store), reached by name from ``experiment`` and ``audit``.
 
-``STORES`` is the registry: adding a store is one module with a `VectorStore` subclass and one
-line below. ``make_store(name, **params)`` builds one with explicit parameters (``audit``);
-``store_from_config(index)`` builds the one an ``index`` config names (``experiment``).
+``STORES`` is the registry: adding a store is one module with a `VectorStore` subclass, one
+line below and one in ``arecall.vector.config.STORE_PLACEMENTS``. ``make_store(name,
+**params)`` builds one with explicit parameters (``audit``); ``store_from_config(index)``
+builds the one an ``index`` config names (``experiment``).
 """
 
 from __future__ import annotations

@@ -212,7 +212,9 @@ class VectorStore(ABC):
     Use as a context manager, or call ``close`` to release temporary storage.
 
     Adding a store is one file with a subclass plus one line in
-    ``arecall.vector.stores.STORES``; both ``audit`` and ``experiment`` then reach it by name.
+    ``arecall.vector.stores.STORES`` and one in ``arecall.vector.config.STORE_PLACEMENTS`` (what
+    it answers, so a config naming it is checked without importing it); both ``audit`` and
+    ``experiment`` then reach it by name.
     """
 
     name: ClassVar[str] = "store"

@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_matrix, check_positive_int
-from arecall.vector.config import IndexConfig
+from arecall.vector.config import STORE_PLACEMENTS, IndexConfig
 from arecall.vector.index import Hits
 from arecall.vector.stores.base import InSet, Predicate, VectorStore, check_attributes
 
@@ -74,6 +74,7 @@ class ChromaStore(VectorStore):
     """
 
     name = "chroma"
+    placements = STORE_PLACEMENTS["chroma"]
 
     def __init__(
         self,

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from arecall.core.errors import ArecallError
-from arecall.vector.config import IndexConfig
+from arecall.vector.config import STORE_PLACEMENTS, IndexConfig
 from arecall.vector.index import INDEX_KINDS, Hits, VectorIndex, build_index
 from arecall.vector.placement import AutoPlanner, answer, calibrate_auto
 from arecall.vector.stores.base import Predicate, VectorStore, check_attributes
@@ -49,7 +49,7 @@ class FaissStore(VectorStore):
     """
 
     name = "faiss"
-    placements = ("post", "pushdown", "auto")
+    placements = STORE_PLACEMENTS["faiss"]
 
     def __init__(
         self,

@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_matrix, check_positive_int
-from arecall.vector.config import IndexConfig
+from arecall.vector.config import STORE_PLACEMENTS, IndexConfig
 from arecall.vector.index import Hits
 from arecall.vector.stores.base import Predicate, VectorStore, check_attributes
 
@@ -62,6 +62,7 @@ class LanceDBStore(VectorStore):
     """
 
     name = "lancedb"
+    placements = STORE_PLACEMENTS["lancedb"]
 
     def __init__(
         self,
