@@ -44,6 +44,18 @@ CASES = {
         lambda d: _edit(d / "corpus.json", lambda c: c["datasets"].append(dict(c["datasets"][0]))),
         "corpus.json: duplicate dataset id",
     ),
+    "no queries": (
+        lambda d: _edit(d / "queries.json", lambda q: q.update(queries=[])),
+        "queries.json: queries: there are no queries",
+    ),
+    "no profiles": (
+        lambda d: _edit(d / "profiles.json", lambda p: p.update(profiles={})),
+        "profiles.json: profiles: there are no profiles",
+    ),
+    "no datasets": (
+        lambda d: _edit(d / "corpus.json", lambda c: c.update(datasets=[])),
+        "corpus.json: datasets: there are no datasets",
+    ),
     "grant to unknown id": (
         lambda d: _edit(
             d / "profiles.json", lambda p: p["profiles"]["p0"]["grants"].update({"ghost": []})

@@ -63,6 +63,14 @@ def collection_from_seed(
     _require(datasets, f"{corpus_file}: datasets", list, "a list")
     _require(queries, f"{queries_file}: queries", list, "a list")
     _require(profiles, f"{profiles_file}: profiles", dict, "an object")
+    # Named by the file that is empty, not by the collection built from all three.
+    for file, key, items in (
+        (corpus_file, "datasets", datasets),
+        (queries_file, "queries", queries),
+        (profiles_file, "profiles", profiles),
+    ):
+        if not items:
+            raise ArecallError(f"{file}: {key}: there are no {key}")
     docs = []
     for i, d in enumerate(datasets):
         where = f"{corpus_file}: datasets[{i}]"
