@@ -18,6 +18,8 @@ __all__ = ["PLACEMENTS", "SELECTIVITIES", "STORE_PLACEMENTS", "IndexConfig", "Ve
 
 #: Every placement the experiment measures, in table order.
 PLACEMENTS: tuple[str, ...] = ("post", "pushdown", "pre", "auto")
+#: verity 0.1.1's selectivities (fractions of the corpus a principal may use).
+SELECTIVITIES: tuple[float, ...] = (0.01, 0.03, 0.10, 0.30, 1.0)
 #: Each vector store (``arecall.vector.stores.STORES``) and the placements it answers itself;
 #: ``pre``, the exact scan, is answered for every store. Declared here, beside the config, so
 #: a config is checked when it is composed without importing the stores (faiss and scipy: a
@@ -27,8 +29,6 @@ STORE_PLACEMENTS: dict[str, tuple[str, ...]] = {
     "faiss": ("post", "pushdown", "auto"),
     "lancedb": ("post", "pushdown"),
 }
-#: verity 0.1.1's selectivities (fractions of the corpus a principal may use).
-SELECTIVITIES: tuple[float, ...] = (0.01, 0.03, 0.10, 0.30, 1.0)
 
 
 @dataclass
