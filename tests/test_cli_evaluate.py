@@ -144,6 +144,31 @@ def test_mlflow_logs_the_summary_as_a_run(files: Path, monkeypatch, capsys) -> N
     assert run.data.params["placement"] == "post"
 
 
+@pytest.mark.parametrize("to_file", [True, False])
+def test_an_unreachable_tracking_server_says_where_the_report_is(
+    files: Path, monkeypatch, capsys, to_file: bool
+) -> None:
+    """The report is written before logging; the one line says so, as ``arecall run``'s does."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        uri = f"http://127.0.0.1:{s.getsockname()[1]}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+    out = files / "summary.json"
+    extra = ["--format", "json", *(["--out", str(out)] if to_file else [])]
+    assert evaluate_main(acl_args(files, "--mlflow", *extra)) == 2
+    captured = capsys.readouterr()
+    where = str(out) if to_file else "stdout"
+    assert captured.err.splitlines() == [
+        f"arecall: error: tracking server {uri} unreachable; the report is in {where}; "
+        "nothing was logged (run again with --mlflow to log it)"
+    ]
+    report = out.read_text() if to_file else captured.out
+    assert json.loads(report)["pairs"] > 0
+
+
 BAD = {
     "run: wrong column count": (
         "run.trec",

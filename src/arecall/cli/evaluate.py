@@ -285,11 +285,17 @@ def _evaluate(argv: list[str]) -> int:
             "ties": args.ties,
             "compare_run": args.compare_run or "",
         }
-        from arecall.pipeline.tracking import log_evaluation
+        from arecall.pipeline.tracking import TrackingError, log_evaluation
 
-        run_id, uri = log_evaluation(
-            summary, ev.summary_frame(), params=params, comparison=comparison
-        )
+        try:
+            run_id, uri = log_evaluation(
+                summary, ev.summary_frame(), params=params, comparison=comparison
+            )
+        except TrackingError as exc:  # the report is out already: say where, as `run` does
+            raise ArecallError(
+                f"{exc}; the report is in {args.out or 'stdout'}; nothing was logged "
+                "(run again with --mlflow to log it)"
+            ) from None
         print(f"mlflow: logged run {run_id} to {uri}", file=sys.stderr)
     return 0
 
