@@ -152,6 +152,34 @@ def test_a_store_that_cannot_answer_the_placements_is_refused_before_any_stage(
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (
+            ["index=hnsw", "retriever=dense_lsa", "evaluation.ks=[5,100]"],
+            "index.ef_search: must be at least the largest K (evaluation.ks: 100): HNSW keeps "
+            "ef_search candidates, got 64",
+        ),
+        (
+            ["vector_search.index.ef_search=5"],
+            "vector_search.index.ef_search: must be at least vector_search.corpus.k (10): HNSW "
+            "keeps ef_search candidates, got 5",
+        ),
+    ],
+)
+def test_an_ef_search_below_the_k_searched_is_refused_before_any_stage(
+    tmp_path, overrides, expected, arecall
+):
+    """Found by running K = 100 with index=hnsw: the index stage refused ef_search=64 after
+    six stages had written their outputs, naming neither key."""
+    out = tmp_path / "out"
+    proc = arecall("run", *overrides, f"hydra.run.dir={out}")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].endswith(expected), proc.stderr
+    assert not out.exists()
+
+
 def test_a_store_with_placements_it_answers_composes():
     from arecall.pipeline.config import default_config
 

@@ -385,6 +385,7 @@ def check_config(
             raise ConfigProblem("corpus", VECTORS_REFUSAL, "vectors")
         _check_index_retriever(out)
         check_depth(out)
+        _check_ef_search(out)
         check_config_memory(out)
     except ConfigProblem as problem:
         raise problem.at(where(problem.key) or "config") from None
@@ -416,6 +417,40 @@ def check_depth(cfg: Mapping[str, Any]) -> None:
             "need K ranked documents per query",
             depth,
         )
+
+
+def _check_ef_search(cfg: Mapping[str, Any]) -> None:
+    """An HNSW search keeps ``ef_search`` candidates, so it must be at least the k searched for:
+    the text corpus's index is searched for the largest K, the vector experiment for its
+    corpus's k. Refused here, naming both keys, not by the index stage after the others ran.
+
+    Examples
+    --------
+    >>> cfg = {"index": {"name": "hnsw", "ef_search": 64}, "evaluation": {"ks": [5, 100]},
+    ...        "vector_search": {"index": {"name": "exact"}, "corpus": {"k": 10}}}
+    >>> _check_ef_search(cfg)
+    Traceback (most recent call last):
+    ...
+    arecall.core.schema.ConfigProblem: index.ef_search: must be at least the largest K \
+(evaluation.ks: 100): HNSW keeps ef_search candidates, got 64
+    """
+    text_k = max(cfg["evaluation"]["ks"])
+    vector_k = cfg["vector_search"]["corpus"]["k"]
+    for at, index, k, what in (
+        ("index", cfg["index"], text_k, f"the largest K (evaluation.ks: {text_k})"),
+        (
+            "vector_search.index",
+            cfg["vector_search"]["index"],
+            vector_k,
+            f"vector_search.corpus.k ({vector_k})",
+        ),
+    ):
+        if index["name"] == "hnsw" and index["ef_search"] < k:
+            raise ConfigProblem(
+                f"{at}.ef_search",
+                f"must be at least {what}: HNSW keeps ef_search candidates",
+                index["ef_search"],
+            )
 
 
 def _check_index_retriever(cfg: Mapping[str, Any]) -> None:
