@@ -145,7 +145,8 @@ class HnswIndexSchema(ExactIndexSchema):
     ef_construction : int
         Candidate-list size while linking.
     ef_search : int
-        Candidate-list size while searching (raised to k when smaller).
+        Candidate-list size while searching; at least the k searched for (the largest K of
+        ``evaluation.ks``, or ``vector_search.corpus.k``).
     """
 
     name: str = "hnsw"
