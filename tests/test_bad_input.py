@@ -180,6 +180,29 @@ def test_an_ef_search_below_the_k_searched_is_refused_before_any_stage(
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (
+            ["evaluation.significance.resamples=2"],
+            "evaluation.significance.resamples: must be at least 40 for a 95% interval (each "
+            "tail of the bootstrap needs a resample), got 2",
+        ),
+        (
+            ["evaluation.significance.confidence=0.99", "evaluation.significance.resamples=100"],
+            "evaluation.significance.resamples: must be at least 200 for a 99% interval",
+        ),
+    ],
+)
+def test_too_few_resamples_for_the_interval_are_refused(tmp_path, overrides, expected, arecall):
+    """Found by running resamples=2: a numpy RuntimeWarning on stderr and a 'CI' of
+    [+0.013, +0.025] around a gap of +0.027, which is no interval at all."""
+    proc = arecall("run", *overrides, f"hydra.run.dir={tmp_path / 'out'}")
+    assert proc.returncode == 2 and "Warning" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], proc.stderr
+
+
 def test_a_store_with_placements_it_answers_composes():
     from arecall.pipeline.config import default_config
 

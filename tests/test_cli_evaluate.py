@@ -256,6 +256,7 @@ def test_an_unreachable_scheduler_is_named_by_its_flag(files: Path, capsys) -> N
     ("argv", "message"),
     [
         (["--k", "0,5"], "--k: '0' is not a positive integer"),
+        (["--resamples", "2"], "--resamples: must be at least 40 for a 95% interval"),
         (["--principals", "alice"], "--principals needs --acl"),
         (["--placement", "pre"], "--placement needs --acl"),
         (["--format", "xml"], "invalid choice: 'xml'"),

@@ -148,3 +148,16 @@ def test_bad_samples_are_errors(a, b, message) -> None:
         paired_bootstrap_ci(a, b)
     with pytest.raises(ArecallError, match=message):
         paired_randomization_test(a, b)
+
+
+@pytest.mark.parametrize(("confidence", "least"), [(0.95, 40), (0.9, 20), (0.99, 200)])
+def test_a_bootstrap_needs_a_resample_in_each_tail(confidence: float, least: int) -> None:
+    """Fewer resamples than 2 / (1 - confidence) leave a tail of the interval empty."""
+    from arecall.core.significance import min_resamples
+
+    assert min_resamples(confidence) == least
+    a, b = [0.2, 0.9, 0.4, 0.8, 0.1], [0.1, 0.3, 0.4, 0.2, 0.0]
+    ci = paired_bootstrap_ci(a, b, confidence=confidence, n_resamples=least)
+    assert ci.low <= ci.mean_diff <= ci.high
+    with pytest.raises(ArecallError, match=f"must be at least {least} for a"):
+        paired_bootstrap_ci(a, b, confidence=confidence, n_resamples=least - 1)

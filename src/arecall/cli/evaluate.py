@@ -23,6 +23,7 @@ import pandas as pd
 from arecall.core.engine import ENGINES, make_engine
 from arecall.core.errors import ArecallError, print_error
 from arecall.core.placement import PLACEMENTS
+from arecall.core.significance import resamples_problem
 from arecall.evaluate.evaluation import Evaluation, compare, evaluate, parse_ks
 from arecall.evaluate.fusion import DEFAULT_SMOOTHING, fuse_runs, reorderings_on_reload
 from arecall.io.atomic import write_text
@@ -226,8 +227,9 @@ def _evaluate(argv: list[str]) -> int:
                 raise ArecallError(f"{flag} needs --acl")
     if args.worst < 0:
         raise ArecallError(f"--worst: expected N >= 0, got {args.worst}")
-    if args.resamples < 1:
-        raise ArecallError(f"--resamples: expected N >= 1, got {args.resamples}")
+    problem = resamples_problem(args.resamples, 0.95)  # evaluate's interval is a 95% one
+    if problem is not None:
+        raise ArecallError(f"--resamples: {problem}, got {args.resamples}")
     if args.block_principals < 0:
         raise ArecallError(f"--block-principals: expected N >= 0, got {args.block_principals}")
     if args.engine == "dask" and args.acl is None:

@@ -176,6 +176,14 @@ class SignificanceConfig:
     resamples: int = setting(2000, POSITIVE)
     seed: int = setting(0, Rule("a non-negative integer", lambda v: v >= 0))
 
+    def problems(self) -> Iterator[tuple[str, str, Any]]:
+        """Enough resamples for the interval's tails (`arecall.core.significance`)."""
+        from arecall.core.significance import resamples_problem
+
+        problem = resamples_problem(self.resamples, self.confidence)
+        if problem is not None:
+            yield "resamples", problem, self.resamples
+
 
 @dataclass
 class ProofConfig:
