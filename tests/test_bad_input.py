@@ -203,6 +203,21 @@ def test_too_few_resamples_for_the_interval_are_refused(tmp_path, overrides, exp
     assert len(lines) == 1 and expected in lines[0], proc.stderr
 
 
+def test_the_dask_engine_without_a_scheduler_is_refused_before_any_stage(tmp_path, arecall):
+    """Found by running it: the score stage refused it after generate, rank and filter ran."""
+    out = tmp_path / "out"
+    proc = arecall("run", "evaluation.engine.name=dask", f"hydra.run.dir={out}")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0] == (
+        "arecall: error: evaluation.engine.name=dask: evaluation.engine.name: dask needs "
+        "evaluation.engine.scheduler, a scheduler address such as tcp://127.0.0.1:8786, "
+        "got 'dask'"
+    ), lines[0]
+    assert not out.exists()
+
+
 def test_a_store_with_placements_it_answers_composes():
     from arecall.pipeline.config import default_config
 

@@ -125,8 +125,21 @@ def test_an_unreachable_scheduler_is_one_line():
 
 
 def test_the_config_takes_the_engine_section():
-    cfg = default_config(["evaluation.engine.name=dask", "evaluation.engine.block_principals=3"])
-    assert cfg["evaluation"]["engine"] == {"name": "dask", "scheduler": "", "block_principals": 3}
+    address = "tcp://127.0.0.1:8786"
+    cfg = default_config(
+        [
+            "evaluation.engine.name=dask",
+            f"evaluation.engine.scheduler={address}",
+            "evaluation.engine.block_principals=3",
+        ]
+    )
+    assert cfg["evaluation"]["engine"] == {
+        "name": "dask",
+        "scheduler": address,
+        "block_principals": 3,
+    }
+    with pytest.raises(ArecallError, match=r"engine\.name: dask needs evaluation\.engine\.sch"):
+        default_config(["evaluation.engine.name=dask"])  # no scheduler: refused at composition
     with pytest.raises(ArecallError, match=r"engine\.name"):
         default_config(["evaluation.engine.name=spark"])
     assert engine_from_config({"engine": {"name": "local", "scheduler": ""}}) == LocalEngine()

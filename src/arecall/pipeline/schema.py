@@ -224,6 +224,16 @@ class EngineConfig:
     )
     block_principals: int = setting(0, NON_NEGATIVE)
 
+    def problems(self) -> Iterator[tuple[str, str, Any]]:
+        """``dask`` needs a scheduler: refused here, not by the score stage after three ran."""
+        if self.name == "dask" and not self.scheduler:
+            yield (  # on name: it is what the user chose, and what the override sets
+                "name",
+                "dask needs evaluation.engine.scheduler, a scheduler address such as "
+                "tcp://127.0.0.1:8786",
+                self.name,
+            )
+
 
 @dataclass
 class EvaluationConfig:
