@@ -381,6 +381,15 @@ def test_an_unwritable_report_in_the_report_stage_is_one_line(tmp_path, monkeypa
     ]
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_a_directory_that_refuses_new_files_is_one_line_naming_the_file(capsys):
+    """Found with ``arecall evaluate --out /proc/x.json``: the temporary file could not be
+    created there (ENOENT from a directory that exists) and the user got a traceback."""
+    with pytest.raises(ArecallError) as err:
+        write_text("/proc/arecall-test.json", "{}\n")
+    assert str(err.value) == "/proc/arecall-test.json: cannot write: No such file or directory"
+
+
 @pytest.mark.parametrize("code", [errno.EACCES, errno.EROFS, errno.ENOSPC])
 def test_a_refused_write_is_one_line_naming_the_file(tmp_path, monkeypatch, code):
     # As root, chmod 0555 does not stop a write; the refusal the OS would give is injected at

@@ -236,9 +236,9 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
             prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=target.parent
         )
     except OSError as exc:
-        if _is_storage_error(exc):
-            raise _cannot_write(target, exc) from None
-        raise
+        # Nothing of the caller's has run yet: whatever the OS says here is about creating a
+        # file where the user pointed (a directory such as /proc answers ENOENT).
+        raise _cannot_write(target, exc) from None
     _LIVE.add(name)
     os.close(fd)
     tmp = Path(name)
