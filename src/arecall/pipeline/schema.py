@@ -38,6 +38,7 @@ from arecall.vector.config import (
     STORE_PLACEMENTS,
     IndexConfig,
     VectorsCorpusConfig,
+    unanswered_placement,
 )
 
 __all__ = [
@@ -123,15 +124,9 @@ class ExactIndexSchema:
             known = ", ".join(sorted(STORE_PLACEMENTS))
             yield "store", f"must be one of {known}", self.store
             return
-        answers = STORE_PLACEMENTS[self.store]
-        for placement in self.placements:
-            if placement != "pre" and placement not in answers:
-                yield (
-                    "placements",
-                    f"store {self.store} does not answer {placement!r} "
-                    f"(it answers {', '.join(answers)} and pre)",
-                    self.placements,
-                )
+        problem = unanswered_placement(self.store, STORE_PLACEMENTS[self.store], self.placements)
+        if problem is not None:
+            yield "placements", problem, self.placements
 
 
 @dataclass

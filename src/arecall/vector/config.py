@@ -12,9 +12,17 @@ list field needs a ``default_factory`` and so has no class attribute to point a 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["PLACEMENTS", "SELECTIVITIES", "STORE_PLACEMENTS", "IndexConfig", "VectorsCorpusConfig"]
+__all__ = [
+    "PLACEMENTS",
+    "SELECTIVITIES",
+    "STORE_PLACEMENTS",
+    "IndexConfig",
+    "VectorsCorpusConfig",
+    "unanswered_placement",
+]
 
 #: Every placement the experiment measures, in table order.
 PLACEMENTS: tuple[str, ...] = ("post", "pushdown", "pre", "auto")
@@ -29,6 +37,29 @@ STORE_PLACEMENTS: dict[str, tuple[str, ...]] = {
     "faiss": ("post", "pushdown", "auto"),
     "lancedb": ("post", "pushdown"),
 }
+
+
+def unanswered_placement(
+    store: str, answers: Sequence[str], placements: Sequence[str]
+) -> str | None:
+    """What is wrong with asking ``store``, which answers ``answers``, for ``placements``
+    (``pre``, the exact scan, is every store's), or None: the one rule and wording the config
+    check and the experiment share.
+
+    Examples
+    --------
+    >>> unanswered_placement("chroma", ("post", "pushdown"), ["post", "pre", "auto"])
+    "store chroma does not answer 'auto' (it answers post, pushdown and pre)"
+    >>> unanswered_placement("faiss", STORE_PLACEMENTS["faiss"], PLACEMENTS) is None
+    True
+    """
+    for placement in placements:
+        if placement != "pre" and placement not in answers:
+            return (
+                f"store {store} does not answer {placement!r} "
+                f"(it answers {', '.join(answers)} and pre)"
+            )
+    return None
 
 
 @dataclass

@@ -28,7 +28,13 @@ from arecall.core.errors import ArecallError
 from arecall.io.atomic import atomic_path
 from arecall.vector._checks import check_k, check_mask, check_positive_int, check_selectivities
 from arecall.vector._timing import clock
-from arecall.vector.config import PLACEMENTS, SELECTIVITIES, IndexConfig, VectorsCorpusConfig
+from arecall.vector.config import (
+    PLACEMENTS,
+    SELECTIVITIES,
+    IndexConfig,
+    VectorsCorpusConfig,
+    unanswered_placement,
+)
 from arecall.vector.generator import BenchData, generate
 from arecall.vector.index import Hits, VectorIndex, build_index
 from arecall.vector.oracle import score_hits
@@ -227,12 +233,9 @@ def measure_store(
 
 def _store_placements(store: VectorStore, placements: Sequence[str]) -> tuple[str, ...]:
     modes = check_placements(placements)
-    for mode in modes:
-        if mode != "pre" and mode not in store.placements:
-            raise ArecallError(
-                f"vector_search.index.placements: store {store.name} does not answer {mode!r} "
-                f"(it answers {', '.join(store.placements)} and pre)"
-            )
+    problem = unanswered_placement(store.name, store.placements, modes)
+    if problem is not None:
+        raise ArecallError(f"vector_search.index.placements: {problem}")
     return modes
 
 
