@@ -25,13 +25,10 @@ from mlflow.tracking import MlflowClient
 from _holding import holding_env
 from arecall.pipeline.layout import Layout
 from arecall.pipeline.run import run_all
-from arecall.pipeline.tracking import (
-    TrackedRun,
-    TrackingError,
-    _vector_metrics,
-    log_run,
-    open_store,
-)
+from arecall.tracking.pipeline import log_run
+from arecall.tracking.run import TrackedRun
+from arecall.tracking.store import TrackingError, open_store
+from arecall.tracking.vector import vector_metrics
 
 from conftest import FAST_PROOF, VENV_BIN, fast_config
 
@@ -65,7 +62,7 @@ def test_principal_names_become_distinct_safe_keys_with_their_mapping(tmp_path, 
     table = pd.DataFrame(
         [{"mode": "post", "principal": n, "recall": i / 10} for i, n in enumerate(names)]
     )
-    metrics, keys = _vector_metrics(table)
+    metrics, keys = vector_metrics(table)
     assert len(metrics) == len(names)  # no two names share a key
     assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,250}", k) for k in metrics)
     assert sorted(keys.values()) == sorted(names)
@@ -298,7 +295,7 @@ LOG_RUN = """
 import sys
 from arecall.pipeline.config import default_config
 from arecall.pipeline.layout import Layout
-from arecall.pipeline.tracking import log_run
+from arecall.tracking.pipeline import log_run
 cfg = default_config(["evaluation.proof.max_examples=5"])
 log_run(cfg, Layout.run(sys.argv[1]).report_files(), run_name=sys.argv[2])
 """

@@ -27,7 +27,7 @@ commands:
 
 
 def _run(argv: Sequence[str]) -> int:
-    from arecall.pipeline.tracker import spawn_tracker, take_tracker, wants_tracker
+    from arecall.tracking.tracker import spawn_tracker, take_tracker, wants_tracker
 
     if wants_tracker(argv):  # first of all: MLflow's import overlaps Hydra and the stages
         spawn_tracker(os.getcwd())

@@ -6,7 +6,7 @@ and `fuse_main`. Both return an exit status instead of exiting: 0 on success, 2 
 (one ``arecall: error: ...`` line on stderr naming the file and line, no traceback, no output
 file touched — every file is written atomically and only after everything was computed).
 mlflow is imported only for ``--mlflow``, which logs through
-`arecall.pipeline.tracking.log_evaluation` (the one code path of every store write).
+`arecall.tracking.evaluate.log_evaluation` (the one code path of every store write).
 """
 
 from __future__ import annotations
@@ -287,7 +287,8 @@ def _evaluate(argv: list[str]) -> int:
             "ties": args.ties,
             "compare_run": args.compare_run or "",
         }
-        from arecall.pipeline.tracking import TrackingError, log_evaluation
+        from arecall.tracking.evaluate import log_evaluation
+        from arecall.tracking.store import TrackingError
 
         try:
             run_id, uri = log_evaluation(

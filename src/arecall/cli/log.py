@@ -2,7 +2,7 @@
 
 Why: a run whose tracking store could not be written keeps its results and says so in one line,
 ``… results are in DIR; log them later with: arecall log DIR``. This is that later step, through
-the same code path as every other store write (`arecall.pipeline.tracking.log_run`).
+the same code path as every other store write (`arecall.tracking.pipeline.log_run`).
 
 ``DIR`` is either an ``arecall run`` directory (its config is Hydra's ``DIR/.hydra/config.yaml``,
 its reports at the top) or a DVC repository (``DIR/params.yaml`` and ``DIR/reports/``, what the
@@ -38,13 +38,8 @@ def log_main(argv: Sequence[str]) -> int:
     """  # noqa: E501 (a doctest's expected line)
     from arecall.pipeline.config import load_params
     from arecall.pipeline.layout import Layout
-    from arecall.pipeline.tracking import (
-        experiment_name,
-        log_run,
-        logged_runs,
-        reports_digest,
-        tracking_uri,
-    )
+    from arecall.tracking.pipeline import experiment_name, log_run, logged_runs, reports_digest
+    from arecall.tracking.store import tracking_uri
 
     args = list(argv)
     if args and args[0] in ("-h", "--help"):

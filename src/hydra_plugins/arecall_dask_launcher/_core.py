@@ -199,7 +199,7 @@ def _check_store(client: Any, config: DictConfig) -> None:
     """Refuse a sweep whose workers on other hosts would write a sqlite file of this host."""
     if not OmegaConf.select(config, "tracking.enabled", default=False):
         return
-    from arecall.pipeline.tracking import tracking_uri
+    from arecall.tracking.store import tracking_uri
 
     uri = tracking_uri(".")
     if uri.startswith(("http://", "https://")):
