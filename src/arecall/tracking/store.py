@@ -3,8 +3,10 @@
 The store is MLFLOW_TRACKING_URI when set, else the embedded ``sqlite:///mlflow.db`` of the
 repository. Every write to it goes through `open_store` (one lock, one code path), so:
 
-- an embedded sqlite store is created (its schema migrated) under the store's lock, so writers
-  started together on a fresh ``mlflow.db`` take turns instead of breaking it;
+- an embedded sqlite store is created whole or not at all: built beside ``mlflow.db`` and renamed
+  into place, under the store's lock, so writers started together on a fresh store take turns,
+  and a kill, a full disk or a file-size limit during its creation cannot leave a half-made
+  schema that breaks every later run (`create_sqlite_store`);
 - a tracking server is probed in seconds and MLflow's HTTP retries are bounded, so an outage is
   one `TrackingError` line at once, not minutes of retries;
 - a run whose process died (kill -9) is closed KILLED with the tag ``arecall.orphaned`` by the
@@ -23,7 +25,7 @@ import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,8 @@ from arecall.core.errors import ArecallError
 __all__ = [
     "TrackingError",
     "close_orphans",
+    "create_sqlite_store",
+    "holds_nothing",
     "host",
     "is_server",
     "open_store",
@@ -132,6 +136,136 @@ def probe(uri: str) -> bool:
         return False
 
 
+# -- creating a sqlite store: whole or not at all ------------------------------------------------
+
+#: Tables a store fresh from MLflow's migrations holds rows in: its schema version, the default
+#: workspace. Any row elsewhere is data, and a store with data is never rebuilt.
+_BOOKKEEPING = frozenset({"alembic_version", "workspaces"})
+
+
+def _sqlite_path(uri: str) -> Path | None:
+    """The file of a ``sqlite:///`` store (None: a server, an in-memory or parametrised URI)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    path = uri.removeprefix("sqlite:///")
+    return None if not path or path == ":memory:" or "?" in path else Path(path)
+
+
+def holds_nothing(path: str | os.PathLike[str]) -> bool:
+    """Whether the sqlite store at ``path`` is absent or holds no data (a creation cut short).
+
+    MLflow creates a store by running some forty migrations, each its own transaction: a kill,
+    a full disk or a file-size limit in between leaves a schema half made, and every later open
+    fails ("table _alembic_tmp_datasets already exists"). Such a file has MLflow's tables (or
+    none) and no row but bookkeeping; a store with any experiment, run or other row is data and
+    is left alone, and so is a file that is not an MLflow store (sqlite or not).
+
+    Examples
+    --------
+    >>> import sqlite3, tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> holds_nothing(d / "absent.db")
+    True
+    >>> with sqlite3.connect(d / "other.db") as con:
+    ...     _ = con.execute("CREATE TABLE notes (text TEXT)")
+    >>> holds_nothing(d / "other.db")
+    False
+    """
+    import sqlite3
+    from contextlib import closing
+
+    target = Path(path)
+    try:
+        if not target.exists() or target.stat().st_size == 0:
+            return True
+        # a read-write connection: a hot journal left by a killed writer is rolled back first
+        with closing(sqlite3.connect(target, timeout=30)) as con:
+            tables = {
+                name
+                for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                if not name.startswith("sqlite_")
+            }
+            if not tables:
+                return True
+            if not {"experiments", "alembic_version"} <= tables:
+                return False  # not an MLflow store: not ours to judge
+            return not any(
+                con.execute(f'SELECT 1 FROM "{name}" LIMIT 1').fetchone()
+                for name in sorted(tables - _BOOKKEEPING, key=lambda n: n != "experiments")
+            )
+    except (OSError, sqlite3.Error):
+        return False  # MLflow will say what is wrong with it
+
+
+def create_sqlite_store(path: str | os.PathLike[str]) -> None:
+    """Create an MLflow sqlite store at ``path`` whole, or leave ``path`` as it was.
+
+    The store is built beside ``path`` as a temporary file (`arecall.io.atomic.atomic_path`:
+    removed if the build fails, and by the next creator if this process is killed), by MLflow's
+    own code (its migrations and default experiment), then renamed onto ``path`` in one step. A
+    file at ``path`` that `holds_nothing` (a creation cut short before this existed) is replaced
+    the same way. Called under the store's lock, so one process creates and the others wait.
+
+    The temporary file is private until the rename, so it is built without a rollback journal or
+    syncs (a failure discards it; one ``fsync`` before the rename makes it durable): no
+    ``-journal`` file can outlive a kill, and creation does far fewer disk flushes.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> create_sqlite_store(d / "mlflow.db")
+    >>> holds_nothing(d / "mlflow.db"), sorted(p.name for p in d.iterdir())
+    (False, ['mlflow.db'])
+    """
+    import sqlite3
+
+    from mlflow import MlflowClient
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    from arecall.io.atomic import atomic_path
+
+    target = Path(path)
+    with atomic_path(target) as tmp:
+        building = str(tmp.resolve())
+
+        def private(dbapi_connection: Any, record: Any) -> None:
+            if not isinstance(dbapi_connection, sqlite3.Connection):
+                return
+            (_, _, file), *_ = dbapi_connection.execute("PRAGMA database_list").fetchall()
+            if file == building:
+                dbapi_connection.execute("PRAGMA journal_mode = OFF")
+                dbapi_connection.execute("PRAGMA synchronous = OFF")
+
+        event.listen(Engine, "connect", private)
+        try:
+            MlflowClient(tracking_uri=f"sqlite:///{building}").search_experiments()
+        finally:
+            event.remove(Engine, "connect", private)
+            _dispose(f"sqlite:///{building}")
+        with tmp.open("rb+") as fh:
+            os.fsync(fh.fileno())
+        for leftover in ("-journal", "-wal", "-shm"):  # an old file's, never this new one's
+            with suppress(FileNotFoundError):
+                os.unlink(f"{target}{leftover}")
+
+
+def _dispose(uri: str) -> None:
+    """Close MLflow's pooled connections to ``uri`` (the temporary file is renamed away)."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    engine = getattr(SqlAlchemyStore, "_engine_map", {}).pop(uri, None)
+    if engine is not None:
+        engine.dispose()
+
+
+def _create_if_empty(uri: str) -> None:
+    path = _sqlite_path(uri)
+    if path is not None and holds_nothing(path):
+        create_sqlite_store(path)
+
+
 #: Stores this process has opened (made or migrated) already: a second open skips that query.
 _OPENED: set[str] = set()
 
@@ -141,8 +275,9 @@ def open_store(uri: str, *, orphans: bool = True) -> Iterator[Any]:
     """An `mlflow.MlflowClient` on ``uri``, under the store's lock, ready to write.
 
     The one way this package writes to a store. Under the lock: a server is probed (unreachable:
-    `TrackingError` at once, not after MLflow's retries), a sqlite store is opened (so its schema
-    is created or migrated by one process at a time), and runs of dead processes on this host are
+    `TrackingError` at once, not after MLflow's retries), a sqlite store that does not exist yet
+    is created whole or not at all (`create_sqlite_store`), a sqlite store is opened (so its
+    schema is migrated by one process at a time), and runs of dead processes on this host are
     closed (`close_orphans`).
 
     Examples
@@ -161,6 +296,8 @@ def open_store(uri: str, *, orphans: bool = True) -> Iterator[Any]:
     with store_lock(uri):
         if not probe(uri):
             raise TrackingError(f"tracking server {uri} unreachable")
+        if uri not in _OPENED:
+            _create_if_empty(uri)
         from mlflow import MlflowClient
 
         client = MlflowClient(tracking_uri=uri)
