@@ -22,7 +22,7 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from _holding import holding_env
+from _holding import holding_at, holding_env, release, wait_ready
 from arecall.pipeline.layout import Layout
 from arecall.pipeline.run import run_all
 from arecall.tracking.pipeline import log_run
@@ -226,6 +226,55 @@ def test_a_run_killed_with_its_tracker_is_closed_by_the_next_run(tmp_path, mlflo
     assert orphan.info.status == "KILLED"
     assert orphan.data.tags["arecall.pid"] == str(proc.pid)
     assert "arecall.orphaned" in orphan.data.tags
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize(
+    ("point", "sig", "code"),
+    [
+        ("uploading", signal.SIGTERM, 143),
+        ("uploading", signal.SIGKILL, -9),
+        ("logged", signal.SIGTERM, 143),
+        ("logged", signal.SIGKILL, -9),
+    ],
+)
+def test_a_signal_or_kill_at_the_end_of_a_run_ends_it_killed_as_its_exit_says(
+    tmp_path, mlflow_store, point, sig, code
+):
+    """During the final upload (held in the tracker before the artifacts) or once the run was
+    logged FINISHED (held in the run's process as it prints its tables): the run is KILLED, as
+    the process's exit says, and keeps every metric it had logged."""
+    held = "tracker" if point == "uploading" else "run"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_store, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    env.update(holding_at(tmp_path, point, held))
+    proc = subprocess.Popen(
+        [str(VENV_BIN / "arecall"), "run", f"hydra.run.dir={tmp_path}/out", FAST_PROOF],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_ready(tmp_path, proc)
+    proc.send_signal(sig)  # the run's process only: a kill -9 leaves its tracker behind
+    release(tmp_path)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, err
+    assert "Traceback" not in err
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # after a kill -9 its tracker ends it, on its own time
+        (run,) = _runs(mlflow_store)
+        if run.info.status == "KILLED":
+            break
+        time.sleep(0.2)
+    assert run.info.status == "KILLED"
+    assert run.data.metrics["arecall_pre_nonempty_at_5"] == pytest.approx(0.96)  # all logged
+    assert len(run.data.metrics) > 100
+    reason = run.data.tags.get("arecall.error", "")
+    if point == "logged":
+        assert "after its results were logged" in reason
+    elif code == -9:
+        assert "died" in reason
 
 
 @pytest.mark.faults
