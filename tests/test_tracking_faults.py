@@ -467,3 +467,69 @@ def test_arecall_log_reads_the_vector_corpus_name_hydra_leaves_unresolved(
     (run,) = _runs(mlflow_store)
     assert run.data.params["vector_search.corpus.name"] == "vectors"
     assert run.data.metrics["arecall_pre_nonempty_at_5"] == pytest.approx(0.96)
+
+
+# -- liveness: whether a run's owner lives does not depend on the wall clock -----------------------
+
+
+def _owned_run(client: MlflowClient, tags: dict[str, str]) -> str:
+    return str(client.create_run("0", tags=tags).info.run_id)
+
+
+OWNER = """
+import sys, time
+from arecall.tracking.run import TrackedRun
+run = TrackedRun(sys.argv[1], "t")
+run.start()
+print(run.run_id, flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_live_owner_is_not_an_orphan_when_process_start_times_move(mlflow_store, monkeypatch):
+    """psutil's start times are wall-clock seconds (boot time + ticks): on a busy machine they
+    moved ~17 s after an event-loop stall, and a live sweep's parent run was closed as an
+    orphan. A live process holds a RUNNING run; the next writer sees its start time moved by
+    that much, either way: the run stays RUNNING."""
+    import psutil
+
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER, mlflow_store], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert owner.stdout is not None
+        run_id = owner.stdout.readline().strip()
+        client = MlflowClient(tracking_uri=mlflow_store)
+        assert client.get_run(run_id).info.status == "RUNNING"
+        real = psutil.Process.create_time
+        for shift in (17.0, -17.0):
+            monkeypatch.setattr(psutil.Process, "create_time", lambda self, s=shift: real(self) + s)
+            with open_store(mlflow_store):  # the next writer: closes orphans
+                pass
+            assert client.get_run(run_id).info.status == "RUNNING", shift
+        owner.kill()
+        owner.wait()
+        with open_store(mlflow_store):  # and once it is gone, it is an orphan
+            pass
+        assert client.get_run(run_id).info.status == "KILLED"
+    finally:
+        owner.kill()
+        owner.wait()
+
+
+def test_a_reused_pid_a_dead_pid_and_another_boot_are_orphans(mlflow_store):
+    from arecall.tracking.orphans import owner_alive, owner_tags
+
+    mine = owner_tags()
+    assert owner_alive(mine, 0)
+    if "arecall.process" not in mine:  # pragma: no cover - off Linux: the wall-clock check
+        pytest.skip("no /proc: process identities are Linux's")
+    boot, _, ticks = mine["arecall.process"].partition("/")
+    assert not owner_alive({**mine, "arecall.process": f"{boot}/{int(ticks) + 1}"}, 0)  # reused
+    assert not owner_alive({**mine, "arecall.process": f"another-boot/{ticks}"}, 0)
+    assert not owner_alive({**mine, "arecall.pid": str(_dead_pid())}, 0)
+    client = MlflowClient(tracking_uri=mlflow_store)
+    reused = _owned_run(client, {**mine, "arecall.process": f"{boot}/{int(ticks) + 1}"})
+    with open_store(mlflow_store):
+        pass
+    assert client.get_run(reused).info.status == "KILLED"

@@ -13,7 +13,6 @@ past MLflow's limit is cut and kept in full as ``params_full.json``.
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 import time
@@ -22,7 +21,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from arecall.tracking.ends import RunBlock, error_text, finished, held_signals
-from arecall.tracking.store import TrackingError, host, is_server, open_store, probe
+from arecall.tracking.orphans import owner_tags
+from arecall.tracking.store import TrackingError, is_server, open_store, probe
 
 __all__ = [
     "UPLOAD_STEPS",
@@ -129,7 +129,7 @@ class TrackedRun(RunBlock):
         on_error: str = "fail",
     ) -> None:
         self.uri, self.experiment, self.run_name = uri, experiment, run_name
-        self.tags = {"arecall.pid": str(os.getpid()), "arecall.host": host(), **(tags or {})}
+        self.tags = {**owner_tags(), **(tags or {})}  # (the tracker is sent its owner's)
         self.params = dict(params or {})
         self.results, self.on_error = results, on_error
         self.run_id: str | None = None
