@@ -210,7 +210,7 @@ def _check_store(client: Any, config: DictConfig) -> None:
         raise ClusterError(
             f"the MLflow store {uri} is a file on {here}; the workers on "
             f"{', '.join(elsewhere)} cannot write it: start an mlflow server and set "
-            "MLFLOW_TRACKING_URI=http://HOST:PORT (README: Running on a cluster)"
+            "MLFLOW_TRACKING_URI=http://HOST:PORT (docs: Run on a cluster)"
         )
 
 
