@@ -199,30 +199,19 @@ class TrackedRun(RunBlock):
         if self._failure is None:
             try:
                 with open_store(self.uri, orphans=False) as client:
-                    self._upload_with(client, metrics, stepped, artifacts, tags, progress)
+                    assert self.run_id is not None
+                    done = progress or (lambda step: None)
+                    self._log_params_with(client, metrics=metrics, stepped=stepped, tags=tags)
+                    done(UPLOAD_STEPS[0])
+                    if artifacts is not None:
+                        artifacts(client, self.run_id)
+                    done(UPLOAD_STEPS[1])
+                    self._uploaded = True
                     return self.run_id
             except Exception as exc:
                 self.end("FAILED", exc)  # best effort: a store that is down stays RUNNING
                 self._failure = exc
         return None
-
-    def _upload_with(
-        self,
-        client: Any,
-        metrics: Mapping[str, float] | None,
-        stepped: Sequence[tuple[str, float, int]],
-        artifacts: Artifacts | None,
-        tags: Mapping[str, str] | None,
-        progress: Callable[[str], None] | None,
-    ) -> None:
-        done = progress or (lambda step: None)
-        assert self.run_id is not None
-        self._log_params_with(client, metrics=metrics, stepped=stepped, tags=tags)
-        done(UPLOAD_STEPS[0])
-        if artifacts is not None:
-            artifacts(client, self.run_id)
-        done(UPLOAD_STEPS[1])
-        self._uploaded = True
 
     def finish(
         self,
@@ -238,19 +227,11 @@ class TrackedRun(RunBlock):
         None when the store could not be written and ``on_error`` is ``warn``. ``progress`` is
         told each of the `UPLOAD_STEPS` as it is done (a bar for a slow store).
         """
-        if self._failure is None:
-            try:
-                with open_store(self.uri, orphans=False) as client:
-                    self._upload_with(client, metrics, stepped, artifacts, tags, progress)
-                    with held_signals():  # FINISHED is a status its process knows it wrote
-                        client.set_terminated(self.run_id, "FINISHED")
-                        self._ended, self._status = True, "FINISHED"
-                        finished(self)
-                    (progress or (lambda step: None))(UPLOAD_STEPS[2])
+        if self.upload(metrics, stepped, artifacts, tags=tags, progress=progress) is not None:
+            self.end("FINISHED")  # a store that refuses it: FAILED, kept for report_failure
+            if self.status == "FINISHED":
+                (progress or (lambda step: None))(UPLOAD_STEPS[2])
                 return self.run_id
-            except Exception as exc:
-                self.end("FAILED", exc)  # best effort: a store that is down stays RUNNING
-                self._failure = exc
         self.report_failure()
         return None
 
@@ -308,6 +289,10 @@ class TrackedRun(RunBlock):
                 self._ended = False
                 self.end("FAILED", exc)
                 self._failure = exc
+        except BaseException:  # a signal before the status was written: the block's end writes it
+            if self._status is None:
+                self._ended = False
+            raise
 
     @property
     def status(self) -> str | None:
