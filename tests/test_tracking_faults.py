@@ -486,6 +486,7 @@ time.sleep(120)
 """
 
 
+@pytest.mark.faults  # a process of its own, killed at the end: seconds
 def test_a_live_owner_is_not_an_orphan_when_process_start_times_move(mlflow_store, monkeypatch):
     """psutil's start times are wall-clock seconds (boot time + ticks): on a busy machine they
     moved ~17 s after an event-loop stall, and a live sweep's parent run was closed as an
