@@ -179,7 +179,7 @@ def _listed(differences: list[str], most: int = 3) -> str:
 
 def _lock_params(lock: Any) -> list[dict[str, str]]:
     """The config values dvc.lock says each stage ran with, as dotted keys."""
-    from arecall.pipeline.config import flatten
+    from arecall.tracking.run import flatten
 
     stages = lock.get("stages", {}) if isinstance(lock, Mapping) else {}
     recorded = []
@@ -197,7 +197,8 @@ def config_problem(root: str | Path = ".", *, lock: bool = True) -> str | None:
     params.yaml must be conf/'s default composition; with ``lock``, every config value
     dvc.lock records (what reports/ were made from) must be the default's too.
     """
-    from arecall.pipeline.config import default_config, flatten, load_params
+    from arecall.pipeline.config import default_config, load_params
+    from arecall.tracking.run import flatten
 
     root = Path(root)
     defaults = flatten(default_config())
