@@ -21,7 +21,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,docs,cluster,chroma]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,docs,cluster,chroma,milvus]'
 	$(BIN)/python tests/_ranx_warmup.py
 	@touch $(STAMP)
 

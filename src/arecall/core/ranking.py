@@ -2,7 +2,9 @@
 
 Every retriever returns sparse queries × documents scores; `rank_queries` turns them into a
 ragged `Ranking` a block of queries at a time (one sort per block, no Python loop per query),
-keeping only documents that score above zero (as the seed does). Scores are compared after
+keeping only documents that score above zero (as the seed does) — or, for a dense retriever
+whose every document has a score (``every_entry=True``: ``retriever=embeddings``), every stored
+entry, zero and negative scores included. Scores are compared after
 rounding to 12 decimals, so two scores equal in exact arithmetic but different in the last bit
 (another library's summation order) still tie and fall back to the id order, identically in every
 implementation.
@@ -144,13 +146,16 @@ class Ranking:
             return cls(**{f: z[f] for f in _FIELDS})
 
 
-def _sorted_block(block: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """One block's positive entries ordered by (row, rounded score descending, id ascending).
+def _sorted_block(
+    block: sp.csr_matrix, every_entry: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One block's positive entries (every stored entry, with ``every_entry``) ordered by (row,
+    rounded score descending, id ascending).
 
     Returns the row of each entry, its document, its score and its 0-based rank in its row.
-    Scores below `_PACKED_LIMIT` sort as one int64 key per entry (row, then the score's
+    Scores in [0, `_PACKED_LIMIT`) sort as one int64 key per entry (row, then the score's
     12-decimal integer ``rint(score × 10**12)`` — the number `numpy.round` divides back — so the
-    order and the ties are those of the rounded floats); larger scores sort on the rounded
+    order and the ties are those of the rounded floats); other scores sort on the rounded
     floats themselves. Either way the sort is stable over ascending ids.
     """
     block = sp.csr_matrix(block)
@@ -158,7 +163,7 @@ def _sorted_block(block: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndar
         block = block.sorted_indices()
     vals = np.asarray(block.data, dtype=np.float64)
     idx = block.indices
-    keep = vals > 0
+    keep = np.ones(len(vals), dtype=bool) if every_entry else vals > 0
     lengths = np.diff(block.indptr)
     if not keep.all():
         vals, idx = vals[keep], idx[keep]
@@ -166,7 +171,8 @@ def _sorted_block(block: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndar
             np.repeat(np.arange(block.shape[0]), lengths)[keep], minlength=block.shape[0]
         )
     rows = np.repeat(np.arange(block.shape[0], dtype=np.int64), lengths)
-    if len(vals) and vals.max() < _PACKED_LIMIT and block.shape[0] < _PACKED_ROWS:
+    packed = len(vals) and vals.min() >= 0 and vals.max() < _PACKED_LIMIT
+    if packed and block.shape[0] < _PACKED_ROWS:
         grid = np.rint(vals * 10.0**TIE_DECIMALS).astype(np.int64)
         order = np.argsort((rows << _SCORE_BITS) + (_SCORE_MASK - grid), kind="stable")
     else:
@@ -214,10 +220,11 @@ def _rank_block(
     allowed: np.ndarray | None,
     k_max: int,
     rel: sp.csr_matrix | None,
+    every_entry: bool = False,
 ) -> _Block:
     """Rank one block of queries and keep, per query, the smaller exact representation."""
     n_rows = block.shape[0]
-    rows, docs, scores, rank = _sorted_block(block)
+    rows, docs, scores, rank = _sorted_block(block, every_entry)
     n_positive = np.bincount(rows, minlength=n_rows).astype(np.int64)
     first_relevant = (
         np.zeros(n_rows, dtype=np.int64)
@@ -282,6 +289,7 @@ def rank_queries(
     acl: sp.spmatrix | None = None,
     k_max: int = 1,
     relevance: sp.spmatrix | None = None,
+    every_entry: bool = False,
 ) -> Ranking:
     """Rank every query's positive scores, as deep as ``depth`` and the pre-filter need.
 
@@ -302,6 +310,9 @@ def rank_queries(
         The largest K that will be evaluated.
     relevance : sparse matrix (queries × documents), optional
         To record the rank of the first relevant document in the full ranking.
+    every_entry : bool
+        Rank every stored entry, whatever its sign, not only positive scores: for a dense
+        retriever that scores every document (``n_positive`` then counts them all).
 
     Examples
     --------
@@ -325,7 +336,7 @@ def rank_queries(
     q = 0
     for chunk in score_chunks:
         for block in _row_slices(sp.csr_matrix(chunk)):
-            blocks.append(_rank_block(block, q, head_depth, allowed, k_max, rel))
+            blocks.append(_rank_block(block, q, head_depth, allowed, k_max, rel, every_entry))
             q += block.shape[0]
     if q != n_queries:
         raise ValueError(f"score chunks held {q} rows, expected {n_queries}")

@@ -478,12 +478,15 @@ def _check_index_retriever(cfg: Mapping[str, Any]) -> None:
         return
     from arecall.retrievers import RETRIEVERS, make_retriever
 
+    def embeds(name: str) -> bool:  # declared by its schema; a schema-less one is asked
+        if name in RETRIEVER_SCHEMAS:
+            return bool(getattr(RETRIEVER_SCHEMAS[name], "embeds", False))
+        return hasattr(make_retriever({"name": name}), "embed_documents")
+
     chosen = cfg["retriever"]["name"]
-    if hasattr(make_retriever(cfg["retriever"]), "embed_documents"):
+    if embeds(chosen):
         return
-    dense = [
-        n for n in sorted(RETRIEVERS) if hasattr(make_retriever({"name": n}), "embed_documents")
-    ]
+    dense = [n for n in sorted(RETRIEVERS) if embeds(n)]
     raise ConfigProblem(
         "index.name",
         f"index={index} needs a retriever with dense embeddings "

@@ -5,9 +5,10 @@ scan of the authorized subset):
 
 * ``corpus=vectors`` — verity-retrieval 0.1.1's experiment on faiss: its generator, its
   selectivities, its table, with the ``auto`` planner's rows added.
-* a text corpus with ``index=hnsw|exact`` and a dense retriever (``retriever=dense_lsa``) — the
-  documents' embeddings in the index, each principal's ACL as the filter: one row per principal
-  and placement, so any corpus can be audited through a vector index.
+* a text corpus with ``index=hnsw|exact`` and a dense retriever (``retriever=dense_lsa``,
+  ``embeddings``, ``model2vec``) — the documents' embeddings in the index, in the retriever's
+  metric, each principal's ACL as the filter: one row per principal and placement, so any
+  corpus can be audited through a vector index.
 
 Deterministic columns go to the reports (byte-identical between runs); queries per second only
 to MLflow and the console, since wall-clock time is not reproducible.
@@ -85,23 +86,29 @@ def run_vector_corpus(cfg: Mapping[str, Any]) -> pd.DataFrame:
 def run_text_index(
     cfg: Mapping[str, Any],
     retriever: Any,
-    query_texts: list[str],
+    query_inputs: list[str],
     acl: np.ndarray,
     principals: np.ndarray,
     k: int,
 ) -> pd.DataFrame:
-    """Each principal's ACL as the filter of a vector index over a dense retriever's embeddings."""
+    """Each principal's ACL as the filter of a vector index over a dense retriever's embeddings.
+
+    ``query_inputs`` are what the retriever embeds queries from (`arecall.retrievers.query_inputs`:
+    texts, or a keyed retriever's ids); the index measures the retriever's ``index_metric``
+    (inner product unless it says otherwise).
+    """
     from arecall.vector import DEFAULT_GRAPH_COST, Below, build_index, measure_store
     from arecall.vector.stores import store_from_config
 
     if not hasattr(retriever, "embed_documents"):
         raise ArecallError(
             f"index={cfg['index']['name']}: needs a dense retriever with embeddings "
-            f"(retriever=dense_lsa), not retriever={cfg['retriever']['name']}"
+            f"(retriever=dense_lsa|embeddings|model2vec), not retriever={cfg['retriever']['name']}"
         )
     options = _index_options(cfg["index"])
     vectors = retriever.embed_documents()
-    queries = retriever.embed_queries(query_texts)
+    queries = retriever.embed_queries(query_inputs)
+    metric = getattr(retriever, "index_metric", "ip")
     # each principal's ACL as a document attribute the store filters on: acl_i < 0.5 iff granted
     attributes = {f"acl_{i}": np.where(allowed, 0.0, 1.0) for i, allowed in enumerate(acl)}
     config = IndexConfig(
@@ -112,8 +119,9 @@ def run_text_index(
         placements=list(options["placements"]),
         target_recall=options["target_recall"],
         store=options["store"],
+        metric=metric,
     )
-    oracle_index = build_index(vectors, kind="exact")
+    oracle_index = build_index(vectors, kind="exact", metric=metric)
     rows = []
     with store_from_config(config) as store:
         store.build(vectors, attributes)

@@ -7,14 +7,19 @@ their defaults from it (``k1: float = BM25Config.k1``), so no default is repeate
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from arecall.core.schema import NON_NEGATIVE, POSITIVE, Rule, interval, setting
+from arecall.core.schema import NON_NEGATIVE, POSITIVE, Rule, interval, one_of, setting
 
 __all__ = [
     "BM25_METHODS",
+    "EMBEDDING_METRICS",
     "BM25Config",
     "DenseLSAConfig",
+    "EmbeddingsConfig",
+    "Model2VecConfig",
     "RetrieverConfig",
     "SklearnTfidfConfig",
     "TfidfConfig",
@@ -22,6 +27,8 @@ __all__ = [
 
 #: bm25s variants whose scores stay sparse (BM25L and BM25+ give every document a score).
 BM25_METHODS = ("lucene", "robertson", "atire")
+#: How ``retriever=embeddings`` and ``retriever=model2vec`` score a query against a document.
+EMBEDDING_METRICS = ("cosine", "ip", "l2")
 
 
 @dataclass
@@ -43,6 +50,9 @@ class RetrieverConfig:
     name: str = ""
     depth: int | None = setting(None, POSITIVE)
     chunk_queries: int = setting(1024, POSITIVE)
+    #: Whether the retriever has dense embeddings a vector index can hold (``index=hnsw|exact``):
+    #: declared with the schema, so a config is checked without constructing the retriever.
+    embeds: ClassVar[bool] = False
 
 
 @dataclass
@@ -104,3 +114,66 @@ class DenseLSAConfig(RetrieverConfig):
     n_components: int = setting(128, POSITIVE)
     random_state: int = setting(0, NON_NEGATIVE)
     n_iter: int = setting(5, NON_NEGATIVE)
+    embeds: ClassVar[bool] = True
+
+
+@dataclass
+class EmbeddingsConfig(RetrieverConfig):
+    """``retriever=embeddings``: vectors the user computed, keyed by the corpus's own ids.
+
+    Every document is ranked (a dense retriever scores them all), by ``metric``, ties by id.
+
+    Attributes
+    ----------
+    documents : str
+        The documents' vectors: Parquet (``id``, ``vector``) or ``.npy`` with a ``.ids.txt``
+        file beside it (`arecall.io.vectors`).
+    queries : str
+        The queries' vectors, in the same formats and dimensions.
+    metric : {"cosine", "ip", "l2"}
+        Cosine (a zero vector is refused), inner product, or Euclidean distance (closer first).
+    """
+
+    name: str = "embeddings"
+    documents: str | None = None
+    queries: str | None = None
+    metric: str = setting("cosine", one_of(*EMBEDDING_METRICS))
+    embeds: ClassVar[bool] = True
+
+    def problems(self) -> Iterator[tuple[str, str, Any]]:
+        """Both files are required."""
+        for key in ("documents", "queries"):
+            if not getattr(self, key):
+                yield key, "required for retriever=embeddings (a .parquet or .npy file)", None
+
+
+@dataclass
+class Model2VecConfig(RetrieverConfig):
+    """``retriever=model2vec``: a model2vec static-embedding model (numpy, no torch).
+
+    It encodes the corpus in batches, caches the vectors under ``cache`` keyed by the model's
+    identity and the corpus's digest, then ranks exactly as ``retriever=embeddings`` does.
+
+    Attributes
+    ----------
+    model : str
+        A model directory (as ``StaticModel.save_pretrained`` writes it) or a model's name on
+        the Hugging Face hub (downloaded there by model2vec; a directory needs no network).
+    metric : {"cosine", "ip", "l2"}
+    batch_size : int
+        Texts encoded per call.
+    cache : str
+        Where encoded vectors are kept, relative to the working directory.
+    """
+
+    name: str = "model2vec"
+    model: str | None = None
+    metric: str = setting("cosine", one_of(*EMBEDDING_METRICS))
+    batch_size: int = setting(1024, POSITIVE)
+    cache: str = setting("data/embeddings", Rule("a directory", bool))
+    embeds: ClassVar[bool] = True
+
+    def problems(self) -> Iterator[tuple[str, str, Any]]:
+        """A model is required."""
+        if not self.model:
+            yield "model", "required for retriever=model2vec (a model directory or name)", None

@@ -85,6 +85,10 @@ class IndexConfig:
         The vector store that holds the index, a name in ``arecall.vector.stores.STORES``
         (``faiss`` is the reference; not in the YAML files, which rely on this default); every
         placement but ``pre`` must be one it answers (``STORE_PLACEMENTS``).
+    metric : {"ip", "l2"}
+        What the index measures: inner product (cosine on unit vectors) or Euclidean. Not an
+        ``index`` setting: the vectors decide it (``retriever.metric``, or
+        ``vector_search.corpus.metric`` for a user's vector files), so not in the YAML files.
 
     Examples
     --------
@@ -99,6 +103,7 @@ class IndexConfig:
     placements: list[str] = field(default_factory=lambda: list(PLACEMENTS))
     target_recall: float = 0.95
     store: str = "faiss"
+    metric: str = "ip"
 
 
 @dataclass

@@ -9,9 +9,12 @@ One class, ``VectorIndex``, answers the three questions a filtered-search experi
 * ``exact`` — a brute-force scan restricted to the authorized subset, whatever the index kind.
   This is the oracle every placement is scored against, and the ``pre`` placement itself.
 
-Scores are inner products of what you give it. The verity generator returns unit vectors, so its
-score is the cosine, as in verity; a text corpus's LSA vectors should be normalised by the
-caller if cosine is wanted (``arecall.vector.generator.l2_normalise``).
+Scores are similarities, higher first, under the index's ``metric``: ``ip``, the inner product
+of what you give it, or ``l2``, the negated squared Euclidean distance ``−‖q − d‖²`` (faiss's
+``METRIC_L2`` graph; its distances are negated into scores). The verity generator returns unit
+vectors, so its inner product is the cosine, as in verity; cosine on other vectors is the inner
+product of their normalised rows (``arecall.vector.generator.l2_normalise``), as
+``retriever=embeddings`` does for ``retriever.metric=cosine``.
 
 HNSW construction in faiss is parallel and, with more than one thread, not deterministic: two
 builds can link different neighbours and so report different recall. ``build_index`` therefore
@@ -43,6 +46,7 @@ from arecall.vector.config import IndexConfig
 
 __all__ = [
     "INDEX_KINDS",
+    "METRICS",
     "Hits",
     "VectorIndex",
     "build_index",
@@ -51,6 +55,8 @@ __all__ = [
 
 IndexKind = Literal["exact", "hnsw"]
 INDEX_KINDS: tuple[str, ...] = ("exact", "hnsw")
+#: What an index can measure: ``ip`` (inner product) or ``l2`` (negated squared distance).
+METRICS: tuple[str, ...] = ("ip", "l2")
 
 # faiss's bundled stubs omit some SWIG classes (SearchParametersHNSW); reach them untyped.
 _faiss: Any = faiss
@@ -153,7 +159,7 @@ class Hits:
 
 
 class VectorIndex:
-    """An ``exact`` or ``hnsw`` index over a float32 matrix, inner-product metric.
+    """An ``exact`` or ``hnsw`` index over a float32 matrix, metric ``ip`` or ``l2``.
 
     Build with :func:`build_index`. The matrix is kept (faiss's HNSW keeps its own copy too),
     because ``exact`` scans the authorized subset of it; ``faiss_index`` is ``None`` for
@@ -169,6 +175,7 @@ class VectorIndex:
         m: int | None,
         ef_construction: int | None,
         ef_search: int | None,
+        metric: str = "ip",
     ) -> None:
         self.vectors = vectors
         self.faiss_index = index
@@ -176,6 +183,33 @@ class VectorIndex:
         self.m = m
         self.ef_construction = ef_construction
         self.ef_search = ef_search
+        self.metric = check_metric(metric)
+        # ‖d‖² per document, for l2 scans: −‖q − d‖² = 2 q·d − ‖q‖² − ‖d‖²
+        self._squared_norms = (
+            np.einsum("ij,ij->i", vectors, vectors, dtype=np.float32) if metric == "l2" else None
+        )
+
+    def similarities(
+        self, q: npt.NDArray[np.float32], ids: npt.NDArray[np.int64] | None = None
+    ) -> npt.NDArray[np.float32]:
+        """Scores of checked queries ``q`` against the documents ``ids`` (all when ``None``),
+        queries × documents, higher first: the inner product, or ``−‖q − d‖²`` for ``l2``.
+
+        Examples
+        --------
+        >>> idx = build_index(np.array([[0, 0], [3, 4]], np.float32), kind="exact", metric="l2")
+        >>> idx.similarities(np.array([[3, 0]], np.float32)).tolist()
+        [[-9.0, -16.0]]
+        """
+        base = self.vectors if ids is None else np.take(self.vectors, ids, axis=0)
+        scores = q @ base.T
+        if self._squared_norms is None:
+            return scores
+        norms = self._squared_norms if ids is None else self._squared_norms[ids]
+        scores *= 2.0
+        scores -= np.einsum("ij,ij->i", q, q, dtype=np.float32)[:, None]
+        scores -= norms[None, :]
+        return scores
 
     @property
     def n_docs(self) -> int:
@@ -189,6 +223,8 @@ class VectorIndex:
 
     def __repr__(self) -> str:
         params = "" if self.kind == "exact" else f", m={self.m}, ef_search={self.ef_search}"
+        if self.metric != "ip":
+            params += f", metric={self.metric}"
         return f"VectorIndex({self.kind}, n_docs={self.n_docs}, dims={self.dims}{params})"
 
     def check_queries(self, queries: Any) -> npt.NDArray[np.float32]:
@@ -257,13 +293,17 @@ class VectorIndex:
         if mask is None:
             params = _faiss.SearchParametersHNSW(efSearch=ef)
             distances, labels = self.faiss_index.search(q, k, params=params)
-            return Hits.from_faiss(distances, labels)
+            return self._hits(distances, labels)
         bitmap = np.packbits(mask, bitorder="little")
         selector = faiss.IDSelectorBitmap(self.n_docs, faiss.swig_ptr(bitmap))
         params = _faiss.SearchParametersHNSW(sel=selector, efSearch=ef)
         distances, labels = self.faiss_index.search(q, k, params=params)
         del selector, bitmap  # kept alive until faiss has returned
-        return Hits.from_faiss(distances, labels)
+        return self._hits(distances, labels)
+
+    def _hits(self, distances: npt.NDArray[Any], labels: npt.NDArray[Any]) -> Hits:
+        """faiss's answer as scores: inner products as they are, L2 distances negated."""
+        return Hits.from_faiss(-distances if self.metric == "l2" else distances, labels)
 
     def exact(self, queries: Any, k: int, allowed: Any = None) -> Hits:
         """Exhaustive top-``k`` over the documents ``allowed`` permits (all when ``None``).
@@ -305,9 +345,18 @@ class VectorIndex:
             return Hits(out_ids, out_scores)
         kk = min(k, n_base)
         block = max(1, _BLOCK_BYTES // (4 * n_base))
+        norms = self._squared_norms
+        if norms is not None and ids is not None:
+            norms = norms[ids]
         for start in range(0, n_q, block):
             stop = min(n_q, start + block)
-            local, scores = _top_k(q[start:stop] @ base.T, kk)
+            similarity = q[start:stop] @ base.T
+            if norms is not None:  # l2: 2 q·d − ‖q‖² − ‖d‖² = −‖q − d‖²
+                similarity *= 2.0
+                part = q[start:stop]
+                similarity -= np.einsum("ij,ij->i", part, part, dtype=np.float32)[:, None]
+                similarity -= norms[None, :]
+            local, scores = _top_k(similarity, kk)
             out_ids[start:stop, :kk] = local if ids is None else ids[local]
             out_scores[start:stop, :kk] = scores
         return Hits(out_ids, out_scores)
@@ -409,6 +458,24 @@ def _ordered(
     )
 
 
+def check_metric(metric: str) -> str:
+    """``metric`` if an index can measure it (`METRICS`), else the one-line error.
+
+    Examples
+    --------
+    >>> check_metric("cosine")
+    Traceback (most recent call last):
+    ...
+    arecall.core.errors.ArecallError: index metric='cosine': must be one of ip, l2 (cosine is ip on normalised vectors)
+    """
+    if metric not in METRICS:
+        raise ArecallError(
+            f"index metric={metric!r}: must be one of {', '.join(METRICS)} (cosine is ip on "
+            "normalised vectors)"
+        )
+    return metric
+
+
 def build_index(
     vectors: Any,
     *,
@@ -417,8 +484,9 @@ def build_index(
     ef_construction: int = IndexConfig.ef_construction,
     ef_search: int = IndexConfig.ef_search,
     deterministic: bool = True,
+    metric: str = "ip",
 ) -> VectorIndex:
-    """Build an ``exact`` (flat scan, as IndexFlatIP) or ``hnsw`` (IndexHNSWFlat, IP) index.
+    """Build an ``exact`` (flat scan, as IndexFlatIP) or ``hnsw`` (IndexHNSWFlat) index.
 
     Parameters
     ----------
@@ -433,6 +501,9 @@ def build_index(
         Default candidate-list size while searching (verity: 64). Per-call overrides exist.
     deterministic : bool
         Build single-threaded, so equal inputs give an identical graph.
+    metric : {"ip", "l2"}
+        Inner product, or Euclidean (the graph is linked and searched by L2 distance; scores
+        are ``−‖q − d‖²``).
 
     Returns
     -------
@@ -447,15 +518,19 @@ def build_index(
     matrix = check_matrix("vectors", vectors)
     if kind not in INDEX_KINDS:
         raise ArecallError(f"index kind={kind!r}: must be one of {', '.join(INDEX_KINDS)}")
+    metric = check_metric(metric)
     dims = matrix.shape[1]
     if kind == "exact":
-        flat = faiss.IndexFlatIP(dims)
+        flat = faiss.IndexFlatIP(dims) if metric == "ip" else faiss.IndexFlatL2(dims)
         flat.add(matrix)
-        return VectorIndex(matrix, flat, kind="exact", m=None, ef_construction=None, ef_search=None)
+        return VectorIndex(
+            matrix, flat, kind="exact", m=None, ef_construction=None, ef_search=None, metric=metric
+        )
     m = check_positive_int("m", m, minimum=2)
     ef_construction = check_positive_int("ef_construction", ef_construction)
     ef_search = check_positive_int("ef_search", ef_search)
-    hnsw = faiss.IndexHNSWFlat(dims, m, faiss.METRIC_INNER_PRODUCT)
+    faiss_metric = faiss.METRIC_INNER_PRODUCT if metric == "ip" else faiss.METRIC_L2
+    hnsw = faiss.IndexHNSWFlat(dims, m, faiss_metric)
     hnsw.hnsw.efConstruction = ef_construction
     hnsw.hnsw.efSearch = ef_search
     if deterministic:
@@ -464,5 +539,11 @@ def build_index(
     else:
         hnsw.add(matrix)
     return VectorIndex(
-        matrix, hnsw, kind="hnsw", m=m, ef_construction=ef_construction, ef_search=ef_search
+        matrix,
+        hnsw,
+        kind="hnsw",
+        m=m,
+        ef_construction=ef_construction,
+        ef_search=ef_search,
+        metric=metric,
     )

@@ -1496,6 +1496,7 @@ class _TimedIndex(VectorIndex):
             m=index.m,
             ef_construction=index.ef_construction,
             ef_search=index.ef_search,
+            metric=index.metric,
         )
         self.seconds = 0.0
 
@@ -2486,7 +2487,7 @@ def _scan(
         if authorized_ids is None:
             return index.exact(q, k, mask)
         return index._scan_ids(q, k, authorized_ids)
-    scores = q @ index.vectors.T
+    scores = index.similarities(q)
     scores[:, ~mask] = -np.inf
     ids, top = _top_k(scores, k)
     return Hits(ids, top)

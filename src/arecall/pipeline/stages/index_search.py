@@ -1,8 +1,8 @@
 """Stage `index_search`: the text corpus's dense embeddings in the ``index`` group's index.
 
-With ``index=hnsw|exact`` and a dense retriever (``retriever=dense_lsa``) each principal's ACL is
-the filter of a vector index over the documents' embeddings: one row per principal and
-placement. With ``index=none`` (the default) it writes one line saying so and an empty CSV, so
+With ``index=hnsw|exact`` and a dense retriever (``retriever=dense_lsa``, ``embeddings`` or
+``model2vec``) each principal's ACL is the filter of a vector index over the documents'
+embeddings, in the retriever's metric: one row per principal and placement. With ``index=none`` (the default) it writes one line saying so and an empty CSV, so
 DVC's outputs exist and say nothing they did not measure.
 """
 
@@ -20,7 +20,7 @@ from arecall.pipeline.config import ks_of
 from arecall.pipeline.layout import Layout
 from arecall.pipeline.stages import run_stage
 from arecall.pipeline.vector_search import run_text_index
-from arecall.retrievers import make_retriever
+from arecall.retrievers import fit_on, make_retriever, query_inputs
 
 __all__ = ["index_search"]
 
@@ -48,11 +48,11 @@ def index_search(cfg: Mapping[str, Any], layout: Layout) -> pd.DataFrame | None:
     from arecall.vector import deterministic_columns, render_markdown
 
     collection = Collection.load(layout.corpus)
-    retriever = make_retriever(cfg["retriever"]).fit(collection.documents["text"].tolist())
+    retriever = fit_on(make_retriever(cfg["retriever"]), collection.documents, collection.queries)
     table = run_text_index(
         cfg,
         retriever,
-        collection.queries["text"].tolist(),
+        query_inputs(retriever, collection.queries),
         np.asarray(collection.acl_matrix().toarray(), dtype=bool),
         collection.principal_names,
         max(ks_of(cfg)),

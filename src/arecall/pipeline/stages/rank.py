@@ -22,7 +22,7 @@ from arecall.pipeline.config import ks_of
 from arecall.pipeline.layout import Layout
 from arecall.pipeline.schema import check_depth
 from arecall.pipeline.stages import progress_shown, run_stage
-from arecall.retrievers import make_retriever
+from arecall.retrievers import fit_on, make_retriever, query_inputs, ranks_every_document
 
 __all__ = ["REPRESENTATION_KEY", "rank", "representation", "representation_line"]
 
@@ -104,17 +104,18 @@ def rank(cfg: Mapping[str, Any], layout: Layout) -> Ranking:
         cfg, n_principals=len(collection.principals), n_queries=len(collection.queries)
     )  # the corpus's own sizes, before anything is allocated or written
     rcfg = cfg["retriever"]
-    retriever = make_retriever(rcfg).fit(collection.documents["text"].tolist())
+    retriever = fit_on(make_retriever(rcfg), collection.documents, collection.queries)
     n_docs = len(collection.documents)
     # a dense retriever's chunk is queries × documents floats: cap it at ~64M cells
     chunk = max(1, min(rcfg["chunk_queries"], (1 << 26) // max(n_docs, 1)))
     ranking = rank_queries(
-        _score_chunks(retriever, collection.queries["text"].tolist(), chunk),
+        _score_chunks(retriever, query_inputs(retriever, collection.queries), chunk),
         n_queries=len(collection.queries),
         depth=rcfg["depth"],
         acl=collection.acl_matrix(),
         k_max=max(ks_of(cfg)),
         relevance=collection.relevance_matrix(),
+        every_entry=ranks_every_document(retriever),
     )
     ranking.save(layout.ranking)
     rep = representation(ranking, rcfg["depth"])

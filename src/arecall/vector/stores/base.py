@@ -208,8 +208,10 @@ class VectorStore(ABC):
     """A vector store under audit. Subclasses set ``name`` and implement two methods.
 
     Documents are identified by their row number in the ``vectors`` passed to ``build``; the
-    metric is the inner product (the audited vectors are unit-norm, so also the cosine).
-    Use as a context manager, or call ``close`` to release temporary storage.
+    metric is the store's ``metric`` attribute, the inner product unless a store that lists
+    ``l2`` in ``metrics`` is built for it (``from_config`` passes the index config's metric);
+    scores are always higher-first (an L2 distance is negated). Use as a context manager, or
+    call ``close`` to release temporary storage.
 
     Adding a store is one file with a subclass plus one line in
     ``arecall.vector.stores.STORES`` and one in ``arecall.vector.config.STORE_PLACEMENTS`` (what
@@ -220,11 +222,33 @@ class VectorStore(ABC):
     name: ClassVar[str] = "store"
     #: Placements ``place`` answers (``pre``, the oracle scan, is answered for every store).
     placements: ClassVar[tuple[str, ...]] = ("post", "pushdown")
+    #: Metrics the store can be built for (``ip``: inner product; ``l2``: Euclidean).
+    metrics: ClassVar[tuple[str, ...]] = ("ip",)
+    #: The metric this store measures (a subclass's ``__init__`` sets it from ``metrics``).
+    metric: str = "ip"
 
     @classmethod
     def from_config(cls, index: IndexConfig) -> VectorStore:
         """The store the experiment's ``index`` config describes (default: no parameters)."""
+        cls.check_metric(index.metric)
         return cls()
+
+    @classmethod
+    def check_metric(cls, metric: str) -> str:
+        """``metric`` if this store measures it, else the one-line error naming the store.
+
+        Examples
+        --------
+        >>> VectorStore.check_metric("l2")
+        Traceback (most recent call last):
+        ...
+        arecall.core.errors.ArecallError: metric l2: store store measures ip only
+        """
+        if metric not in cls.metrics:
+            raise ArecallError(
+                f"metric {metric}: store {cls.name} measures {', '.join(cls.metrics)} only"
+            )
+        return metric
 
     @abstractmethod
     def build(

@@ -9,7 +9,8 @@ of Chroma does without ``where``: the unfiltered top-k, then the unauthorized re
 The ``index`` config maps onto the collection's HNSW configuration one key each: ``m`` →
 ``max_neighbors`` (``hnsw:M``), ``ef_construction`` → ``ef_construction``
 (``hnsw:construction_ef``), ``ef_search`` → ``ef_search`` (``hnsw:search_ef``); the space is
-``ip`` (Chroma's distance is 1 − dot, converted back to a score).
+``ip`` (Chroma's distance is 1 − dot, converted back to a score) or, for ``metric=l2``, ``l2``
+(a squared distance, negated into a score).
 
 Embedded and offline: a ``PersistentClient`` on a private temporary directory (removed by
 ``close``; a private path rather than ``EphemeralClient``, which is one process-wide instance
@@ -75,6 +76,7 @@ class ChromaStore(VectorStore):
 
     name = "chroma"
     placements = STORE_PLACEMENTS["chroma"]
+    metrics = ("ip", "l2")
 
     def __init__(
         self,
@@ -82,10 +84,12 @@ class ChromaStore(VectorStore):
         m: int = IndexConfig.m,
         ef_construction: int = IndexConfig.ef_construction,
         ef_search: int = IndexConfig.ef_search,
+        metric: str = "ip",
     ) -> None:
         self.m = check_positive_int("m", m, minimum=2)
         self.ef_construction = check_positive_int("ef_construction", ef_construction)
         self.ef_search = check_positive_int("ef_search", ef_search)
+        self.metric = self.check_metric(metric)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._client: Any = None
         self._collection: Any = None
@@ -106,7 +110,12 @@ class ChromaStore(VectorStore):
                 f"index.name={index.name!r}: store chroma builds an HNSW index only "
                 "(index=hnsw, or index.store=faiss)"
             )
-        return cls(m=index.m, ef_construction=index.ef_construction, ef_search=index.ef_search)
+        return cls(
+            m=index.m,
+            ef_construction=index.ef_construction,
+            ef_search=index.ef_search,
+            metric=index.metric,
+        )
 
     def hnsw_configuration(self) -> dict[str, Any]:
         """The collection's ``configuration["hnsw"]``: the ``index`` config in Chroma's names.
@@ -117,7 +126,7 @@ class ChromaStore(VectorStore):
         8
         """
         return {
-            "space": "ip",
+            "space": self.metric,
             "max_neighbors": self.m,
             "ef_construction": self.ef_construction,
             "ef_search": self.ef_search,
@@ -170,8 +179,9 @@ class ChromaStore(VectorStore):
         for i, (got, dist) in enumerate(zip(result["ids"], result["distances"], strict=True)):
             order = np.argsort(np.asarray(dist, dtype=np.float64), kind="stable")[:k]
             ids[i, : order.size] = np.asarray(got, dtype=np.int64)[order]
-            # Chroma's "ip" distance is 1 - dot, ascending; convert back to a score.
-            scores[i, : order.size] = 1.0 - np.asarray(dist, dtype=np.float32)[order]
+            # Chroma's "ip" distance is 1 - dot, its "l2" one ‖q − d‖², both ascending
+            distance = np.asarray(dist, dtype=np.float32)[order]
+            scores[i, : order.size] = 1.0 - distance if self.metric == "ip" else -distance
         return Hits(ids=ids, scores=scores)
 
     def search(

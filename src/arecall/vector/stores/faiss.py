@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from arecall.core.errors import ArecallError
 from arecall.vector.config import STORE_PLACEMENTS, IndexConfig
-from arecall.vector.index import INDEX_KINDS, Hits, VectorIndex, build_index
+from arecall.vector.index import INDEX_KINDS, METRICS, Hits, VectorIndex, build_index
 from arecall.vector.placement import AutoPlanner, answer, calibrate_auto
 from arecall.vector.stores.base import Predicate, VectorStore, check_attributes
 
@@ -50,6 +50,7 @@ class FaissStore(VectorStore):
 
     name = "faiss"
     placements = STORE_PLACEMENTS["faiss"]
+    metrics = METRICS
 
     def __init__(
         self,
@@ -59,6 +60,7 @@ class FaissStore(VectorStore):
         ef_construction: int = IndexConfig.ef_construction,
         ef_search: int = IndexConfig.ef_search,
         deterministic: bool = True,
+        metric: str = "ip",
     ) -> None:
         if kind not in INDEX_KINDS:
             raise ArecallError(f"index kind={kind!r}: must be one of {', '.join(INDEX_KINDS)}")
@@ -67,6 +69,7 @@ class FaissStore(VectorStore):
         self.ef_construction = ef_construction
         self.ef_search = ef_search
         self.deterministic = deterministic
+        self.metric = self.check_metric(metric)
         self.planner: AutoPlanner | None = None
         self._index: VectorIndex | None = None
         self._attributes: dict[str, npt.NDArray[Any]] = {}
@@ -85,6 +88,7 @@ class FaissStore(VectorStore):
             m=index.m,
             ef_construction=index.ef_construction,
             ef_search=index.ef_search,
+            metric=index.metric,
         )
 
     @property
@@ -105,6 +109,7 @@ class FaissStore(VectorStore):
             ef_construction=self.ef_construction,
             ef_search=self.ef_search,
             deterministic=self.deterministic,
+            metric=self.metric,
         )
         self._attributes = check_attributes(attributes, self._index.n_docs)
         self.planner = None

@@ -39,7 +39,7 @@ LANCEDB_INDEX_TYPES: tuple[str, ...] = ("IVF_HNSW_FLAT", "IVF_HNSW_SQ", "IVF_PQ"
 
 
 class LanceDBStore(VectorStore):
-    """An embedded LanceDB table with an ANN index, metric ``dot``.
+    """An embedded LanceDB table with an ANN index, metric ``dot`` (or ``l2``).
 
     Parameters
     ----------
@@ -63,6 +63,7 @@ class LanceDBStore(VectorStore):
 
     name = "lancedb"
     placements = STORE_PLACEMENTS["lancedb"]
+    metrics = ("ip", "l2")
 
     def __init__(
         self,
@@ -72,6 +73,7 @@ class LanceDBStore(VectorStore):
         ef_construction: int = IndexConfig.ef_construction,
         ef_search: int = IndexConfig.ef_search,
         num_partitions: int = 1,
+        metric: str = "ip",
     ) -> None:
         if index_type not in LANCEDB_INDEX_TYPES:
             known = ", ".join(LANCEDB_INDEX_TYPES)
@@ -81,6 +83,7 @@ class LanceDBStore(VectorStore):
         self.ef_construction = check_positive_int("ef_construction", ef_construction)
         self.ef_search = check_positive_int("ef_search", ef_search)
         self.num_partitions = check_positive_int("num_partitions", num_partitions)
+        self.metric = self.check_metric(metric)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._table: Any = None
         self._dims = 0
@@ -100,26 +103,36 @@ class LanceDBStore(VectorStore):
                 f"index.name={index.name!r}: store lancedb builds an HNSW index only "
                 "(index=hnsw, or index.store=faiss)"
             )
-        return cls(m=index.m, ef_construction=index.ef_construction, ef_search=index.ef_search)
+        return cls(
+            m=index.m,
+            ef_construction=index.ef_construction,
+            ef_search=index.ef_search,
+            metric=index.metric,
+        )
+
+    @property
+    def _distance(self) -> str:
+        """LanceDB's name for the metric: ``dot`` (its distance 1 − q·d) or ``l2`` (‖q − d‖²)."""
+        return "dot" if self.metric == "ip" else "l2"
 
     def _config(self) -> Any:
         from lancedb.index import HnswFlat, HnswSq, IvfPq
 
         if self.index_type == "IVF_HNSW_FLAT":
             return HnswFlat(
-                distance_type="dot",
+                distance_type=self._distance,
                 num_partitions=self.num_partitions,
                 m=self.m,
                 ef_construction=self.ef_construction,
             )
         if self.index_type == "IVF_HNSW_SQ":
             return HnswSq(
-                distance_type="dot",
+                distance_type=self._distance,
                 num_partitions=self.num_partitions,
                 m=self.m,
                 ef_construction=self.ef_construction,
             )
-        return IvfPq(distance_type="dot", num_partitions=self.num_partitions)
+        return IvfPq(distance_type=self._distance, num_partitions=self.num_partitions)
 
     def build(
         self, vectors: npt.NDArray[np.float32], attributes: Mapping[str, npt.NDArray[Any]]
@@ -154,7 +167,7 @@ class LanceDBStore(VectorStore):
         k = check_k(k)
         builder = (
             self._table.search(q.tolist(), vector_column_name="vector")
-            .distance_type("dot")
+            .distance_type(self._distance)
             .where(where.sql(self._dtypes.get(where.column)), prefilter=prefilter)
             .limit(k)
         )
@@ -168,13 +181,13 @@ class LanceDBStore(VectorStore):
         else:  # a single query comes back without query_index
             qidx = np.zeros(result.num_rows, dtype=np.int64)
         got = result["id"].to_numpy()
-        # LanceDB's "dot" distance is 1 - dot, ascending; convert back to a score.
+        # LanceDB's "dot" distance is 1 - dot, its "l2" one ‖q − d‖², ascending: to a score
         dist = result["_distance"].to_numpy()
         for i in range(q.shape[0]):
             rows = np.flatnonzero(qidx == i)
             order = rows[np.argsort(dist[rows], kind="stable")][:k]
             ids[i, : order.size] = got[order]
-            scores[i, : order.size] = 1.0 - dist[order]
+            scores[i, : order.size] = 1.0 - dist[order] if self.metric == "ip" else -dist[order]
         return Hits(ids=ids, scores=scores)
 
     def close(self) -> None:
