@@ -125,8 +125,8 @@ def test_an_unknown_hydra_plugin_is_refused_like_an_unknown_group_option(
     ("overrides", "expected"),
     [
         (
-            ["vector_search.index.store=milvus"],
-            "vector_search.index.store: must be one of chroma, faiss, lancedb",
+            ["vector_search.index.store=qdrant"],
+            "vector_search.index.store: must be one of chroma, faiss, lancedb, milvus",
         ),
         (
             ["vector_search.index.store=chroma"],  # the default placements include auto

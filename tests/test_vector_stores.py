@@ -119,8 +119,8 @@ def test_a_placement_the_store_cannot_answer_is_refused(toy: None) -> None:
 
 
 def test_an_unknown_store_names_the_key() -> None:
-    with pytest.raises(ArecallError, match=r"^index.store='milvus': must be one of .*faiss"):
-        experiment(store="milvus", **SMALL)
+    with pytest.raises(ArecallError, match=r"^index.store='qdrant': must be one of .*faiss"):
+        experiment(store="qdrant", **SMALL)
 
 
 def test_faiss_answers_audit_too() -> None:
@@ -208,3 +208,33 @@ def test_the_config_knows_every_store_and_exactly_what_it_answers():
     for name, cls in STORES.items():
         assert cls.name == name
         assert cls.placements == STORE_PLACEMENTS[name]
+
+
+@pytest.mark.parametrize("name", sorted(STORES))
+def test_every_store_built_for_l2_ranks_by_euclidean_distance(name: str) -> None:
+    """With ``metric=l2`` each store answers what numpy's exact L2 scan answers (a graph this
+    small is searched exhaustively), best first, scores ``−‖q − d‖²``."""
+    rng = np.random.default_rng(5)
+    vectors = rng.normal(size=(TINY_DOCS, 8)).astype(np.float32) * rng.uniform(0.5, 3, (TINY_DOCS, 1)).astype(np.float32)
+    group = rng.integers(0, TINY_GROUPS, TINY_DOCS)
+    queries = rng.normal(size=(3, 8)).astype(np.float32)
+    where = InSet("group", [1, 2, 5])
+    mask = where.mask({"group": group})
+    distance = ((queries[:, None, :] - vectors[None, :, :]) ** 2).sum(axis=2)
+    want = [[int(i) for i in np.argsort(row, kind="stable") if mask[i]] for row in distance]
+    config = IndexConfig(store=name, metric="l2")
+    with store_from_config(config) as store:
+        store.build(vectors, {"group": group})
+        for prefilter in (False, True):
+            hits = store.search(queries, TINY_DOCS, where, prefilter=prefilter)
+            assert hits.rows() == want, (name, prefilter)
+            real = hits.ids >= 0
+            np.testing.assert_allclose(
+                hits.scores[real], -distance[np.nonzero(real)[0], hits.ids[real]], rtol=1e-4, atol=1e-4
+            )
+
+
+def test_a_store_that_measures_inner_product_only_refuses_l2(toy: None) -> None:
+    with pytest.raises(ArecallError, match=r"^metric l2: store toy measures ip only"):
+        store_from_config(IndexConfig(store="toy", metric="l2"))
+

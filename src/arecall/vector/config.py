@@ -36,6 +36,7 @@ STORE_PLACEMENTS: dict[str, tuple[str, ...]] = {
     "chroma": ("post", "pushdown"),
     "faiss": ("post", "pushdown", "auto"),
     "lancedb": ("post", "pushdown"),
+    "milvus": ("post", "pushdown"),
 }
 
 

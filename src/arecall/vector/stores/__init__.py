@@ -16,6 +16,7 @@ from arecall.vector.stores.base import Below, InSet, Predicate, VectorStore, che
 from arecall.vector.stores.chroma import ChromaStore
 from arecall.vector.stores.faiss import FaissStore
 from arecall.vector.stores.lancedb import LanceDBStore
+from arecall.vector.stores.milvus import MilvusStore
 
 __all__ = [
     "STORES",
@@ -24,6 +25,7 @@ __all__ = [
     "FaissStore",
     "InSet",
     "LanceDBStore",
+    "MilvusStore",
     "Predicate",
     "VectorStore",
     "check_attributes",
@@ -37,6 +39,7 @@ STORES: dict[str, type[VectorStore]] = {
     "chroma": ChromaStore,
     "faiss": FaissStore,
     "lancedb": LanceDBStore,
+    "milvus": MilvusStore,
 }
 
 
@@ -47,10 +50,10 @@ def store_class(name: str, *, key: str = "store") -> type[VectorStore]:
     --------
     >>> store_class("faiss").__name__
     'FaissStore'
-    >>> store_class("milvus", key="index.store")
+    >>> store_class("qdrant", key="index.store")
     Traceback (most recent call last):
     ...
-    arecall.core.errors.ArecallError: index.store='milvus': must be one of chroma, faiss, lancedb
+    arecall.core.errors.ArecallError: index.store='qdrant': must be one of chroma, faiss, lancedb, milvus
     """
     if name not in STORES:
         raise ArecallError(f"{key}={name!r}: must be one of {', '.join(sorted(STORES))}")

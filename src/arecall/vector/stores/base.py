@@ -15,9 +15,9 @@ placement it answers. By default a store answers ``post`` with ``search(prefilte
 lists it in ``placements`` and overrides ``place`` and ``calibrate``. ``from_config`` maps the
 ``index`` config (``m``, ``ef_construction``, ``ef_search``) onto the store's parameters.
 
-Two predicates (``Predicate``), each evaluated three ways — ``mask`` (numpy: the oracle and
-faiss), ``sql`` (LanceDB, pgvector) and ``chroma`` (a Chroma ``where`` document) — so store and
-oracle filter identically:
+Two predicates (``Predicate``), each evaluated four ways — ``mask`` (numpy: the oracle and
+faiss), ``sql`` (LanceDB, pgvector), ``chroma`` (a Chroma ``where`` document) and ``milvus`` (a
+Milvus boolean expression) — so store and oracle filter identically:
 
 - ``Below(column, threshold)``, "attribute < threshold": how the verity corpus expresses
   selectivity (a document matches s iff its draw is < s);
@@ -113,6 +113,16 @@ class Below:
         """
         return {self.column: {"$lt": self.bound(dtype)}}
 
+    def milvus(self, dtype: npt.DTypeLike | None = None) -> str:
+        """The predicate as a Milvus filter expression (the SQL comparison).
+
+        Examples
+        --------
+        >>> Below("group", 2.5).milvus(np.int64)
+        'group < 3'
+        """
+        return self.sql(dtype)
+
 
 def _integers(values: Iterable[Any]) -> tuple[int, ...]:
     """``values`` as a sorted tuple of distinct ints, refusing anything that is not an integer."""
@@ -176,6 +186,18 @@ class InSet:
     def chroma(self, dtype: npt.DTypeLike | None = None) -> dict[str, Any]:
         """The predicate as a Chroma ``where`` document (``$in``; ``dtype`` as for ``sql``)."""
         return {self.column: {"$in": list(self.values)}}
+
+    def milvus(self, dtype: npt.DTypeLike | None = None) -> str:
+        """The predicate as a Milvus filter expression (``in [...]``; ``false`` when empty).
+
+        Examples
+        --------
+        >>> InSet("group", [4, 1]).milvus(), InSet("group", []).milvus()
+        ('group in [1, 4]', 'false')
+        """
+        if not self.values:
+            return "false"
+        return f"{self.column} in [{', '.join(str(v) for v in self.values)}]"
 
 
 #: A filter every store answers: ``Below`` (a threshold) or ``InSet`` (group membership).
