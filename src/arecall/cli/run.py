@@ -62,13 +62,19 @@ def run_main(argv: Sequence[str]) -> int:
     from hydra.types import RunMode
     from omegaconf import DictConfig, OmegaConf
 
+    from arecall.cli.run_help import run_help
     from arecall.pipeline.config import CONF_DIR
     from arecall.pipeline.layout import Layout
     from arecall.pipeline.run import run_all
+    from arecall.pipeline.schema import register
     from arecall.pipeline.stages import announce_stages
     from arecall.tracking.ends import Interrupted, interruptible
     from arecall.tracking.sweep import end_sweep
 
+    text = run_help(argv)
+    if text is not None:
+        print(text, end="")
+        return 0
     root = os.getcwd()
 
     def body(cfg: DictConfig) -> float | None:
@@ -94,6 +100,7 @@ def run_main(argv: Sequence[str]) -> int:
 
     task = hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(body)
     check_group_choices(argv, CONF_DIR)
+    register()  # every route composes conf/, whose options extend the stored schemas
     _register_resolvers()
     single = _single_run_overrides(argv)
     if single is None:
