@@ -25,6 +25,7 @@ from arecall.pipeline.run import run_all
 from arecall.pipeline.stages.generate import generate
 from arecall.pipeline.stages.index_search import index_search
 from arecall.pipeline.stages.rank import rank
+
 from conftest import FAST_PROOF, assert_proved_on_every_pair, write_seed_dir
 
 DIMS = 6
@@ -164,14 +165,34 @@ def _narrow(ids: list[str], vectors: np.ndarray) -> tuple[list[str], np.ndarray]
 
 
 BAD_FILES = {
-    "dimension mismatch": ({"queries": _narrow}, "queries", r"vectors of 5 dimensions, but the documents' \(.*docs.parquet\) have 6"),
+    "dimension mismatch": (
+        {"queries": _narrow},
+        "queries",
+        r"vectors of 5 dimensions, but the documents' \(.*docs.parquet\) have 6",
+    ),
     "NaN": ({"docs": _set(3, 2, np.nan)}, "docs", r"id '.*': NaN or infinite value"),
     "infinite": ({"queries": _set(1, 0, np.inf)}, "queries", r"id 'q.*': NaN or infinite value"),
-    "a document without a vector": ({"docs": _drop(4)}, "docs", r"document '.*' of the corpus has no vector"),
-    "a query without a vector": ({"queries": _drop(0)}, "queries", r"query '.*' of the corpus has no vector"),
-    "a vector not in the corpus": ({"docs": _extra("stranger")}, "docs", r"id 'stranger' \(row 31\) is not a document id of the corpus"),
+    "a document without a vector": (
+        {"docs": _drop(4)},
+        "docs",
+        r"document '.*' of the corpus has no vector",
+    ),
+    "a query without a vector": (
+        {"queries": _drop(0)},
+        "queries",
+        r"query '.*' of the corpus has no vector",
+    ),
+    "a vector not in the corpus": (
+        {"docs": _extra("stranger")},
+        "docs",
+        r"id 'stranger' \(row 31\) is not a document id of the corpus",
+    ),
     "a repeated id": ({"docs": _rename(5, "ds-000-x")}, "docs", r""),
-    "zero vector under cosine": ({"docs": _zero(2)}, "docs", r"id '.*': zero vector \(metric cosine needs a direction"),
+    "zero vector under cosine": (
+        {"docs": _zero(2)},
+        "docs",
+        r"id '.*': zero vector \(metric cosine needs a direction",
+    ),
 }
 
 
@@ -217,9 +238,18 @@ def test_every_bad_format_is_one_line_naming_the_file(
     cases: dict[str, tuple[Any, str]] = {
         "no_column.parquet": (pa.table({"key": ["a"], "vector": [[1.0]]}), r"no column 'id'"),
         "int_ids.parquet": (pa.table({"id": [1], "vector": [[1.0]]}), r"column 'id': type int64"),
-        "texts.parquet": (pa.table({"id": ["a"], "vector": ["x"]}), r"column 'vector': type string"),
-        "ragged.parquet": (pa.table({"id": ["a", "b"], "vector": [[1.0, 2.0], [1.0]]}), r"id 'b': 1 values, but the first vector \('a'\) has 2"),
-        "null.parquet": (pa.table({"id": ["a", "b"], "vector": [[1.0], None]}), r"id 'b': no vector \(null\)"),
+        "texts.parquet": (
+            pa.table({"id": ["a"], "vector": ["x"]}),
+            r"column 'vector': type string",
+        ),
+        "ragged.parquet": (
+            pa.table({"id": ["a", "b"], "vector": [[1.0, 2.0], [1.0]]}),
+            r"id 'b': 1 values, but the first vector \('a'\) has 2",
+        ),
+        "null.parquet": (
+            pa.table({"id": ["a", "b"], "vector": [[1.0], None]}),
+            r"id 'b': no vector \(null\)",
+        ),
     }
     for name, (table, message) in cases.items():
         pq.write_table(table, tmp_path / name)

@@ -15,6 +15,7 @@ from arecall.core.errors import ArecallError
 from arecall.io.vectors import read_vectors
 from arecall.retrievers import fit_on, make_retriever, query_inputs
 from arecall.retrievers.model2vec import Model2Vec, load_model
+
 from conftest import WORDS, write_seed_dir
 
 
@@ -33,7 +34,9 @@ def tiny_model(directory: Path, seed: int = 0, dims: int = 8) -> Path:
     return directory
 
 
-def corpus(n_docs: int = 40, n_queries: int = 6, seed: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
+def corpus(
+    n_docs: int = 40, n_queries: int = 6, seed: int = 1
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     rng = np.random.default_rng(seed)
     docs = pd.DataFrame(
         {
@@ -79,9 +82,9 @@ def test_encoding_through_arecall_equals_encoding_with_model2vec_directly(
     assert cached.ids.to_pylist() == docs["doc_id"].tolist()
     np.testing.assert_array_equal(cached.vectors, want_docs)  # batches of 7 = one call
     got = r.score(query_inputs(r, queries)).toarray()
-    cosine = (want_queries / np.linalg.norm(want_queries, axis=1, keepdims=True)).astype(np.float64) @ (
-        want_docs / np.linalg.norm(want_docs, axis=1, keepdims=True)
-    ).astype(np.float64).T
+    cosine = (want_queries / np.linalg.norm(want_queries, axis=1, keepdims=True)).astype(
+        np.float64
+    ) @ (want_docs / np.linalg.norm(want_docs, axis=1, keepdims=True)).astype(np.float64).T
     np.testing.assert_allclose(got, cosine, atol=1e-6)
 
 
@@ -129,23 +132,39 @@ def test_the_cache_is_reused_and_a_changed_model_or_corpus_encodes_again(
 def test_a_model_that_cannot_be_loaded_is_one_line(tmp_path: Path, arecall: Any) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(ArecallError, match=rf"^retriever.model={empty}: cannot load a model2vec model: "):
+    with pytest.raises(
+        ArecallError, match=rf"^retriever.model={empty}: cannot load a model2vec model: "
+    ):
         load_model(str(empty))
     broken = tiny_model(tmp_path / "broken")
     (broken / "model.safetensors").write_bytes(b"\0" * 16)
     with pytest.raises(ArecallError, match=r"cannot load a model2vec model"):
         load_model(str(broken))
-    proc = arecall("run", "retriever=model2vec", f"retriever.model={empty}", f"hydra.run.dir={tmp_path / 'out'}", "tracking.enabled=false")
+    proc = arecall(
+        "run",
+        "retriever=model2vec",
+        f"retriever.model={empty}",
+        f"hydra.run.dir={tmp_path / 'out'}",
+        "tracking.enabled=false",
+    )
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [
-        line for line in proc.stderr.strip().splitlines() if line.startswith("arecall: error: retriever.model=")
-    ] and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert (
+        proc.stderr.strip().splitlines()
+        == [
+            line
+            for line in proc.stderr.strip().splitlines()
+            if line.startswith("arecall: error: retriever.model=")
+        ]
+        and len(proc.stderr.strip().splitlines()) == 1
+    ), proc.stderr
 
 
 def test_a_text_the_model_cannot_encode_under_cosine_is_named(model: Path, tmp_path: Path) -> None:
     docs, queries = corpus()
     queries.loc[2, "text"] = "zzz qqq"  # no token in the vocabulary: the zero vector
-    with pytest.raises(ArecallError, match=r"^retriever=model2vec: query 'q2' encodes to the zero vector"):
+    with pytest.raises(
+        ArecallError, match=r"^retriever=model2vec: query 'q2' encodes to the zero vector"
+    ):
         fit_on(retriever(model, tmp_path / "cache"), docs, queries)
     r = fit_on(retriever(model, tmp_path / "cache", metric="ip"), docs, queries)
     assert not r.score(["q2"]).toarray().any()  # under ip it scores 0 everywhere
@@ -157,9 +176,18 @@ def test_arecall_run_ranks_with_model2vec_and_a_second_run_reads_the_cache(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     seed = write_seed_dir(tmp_path / "seed", 5)  # texts from the model's words
-    args = ["run", "corpus=seed_json", f"corpus.path={seed}", "retriever=model2vec",
-            f"retriever.model={model}", "retriever.metric=ip", "tracking.enabled=false",
-            "evaluation.proof.max_examples=5", "vector_search.corpus.n_docs=300", "vector_search.corpus.n_queries=5"]
+    args = [
+        "run",
+        "corpus=seed_json",
+        f"corpus.path={seed}",
+        "retriever=model2vec",
+        f"retriever.model={model}",
+        "retriever.metric=ip",
+        "tracking.enabled=false",
+        "evaluation.proof.max_examples=5",
+        "vector_search.corpus.n_docs=300",
+        "vector_search.corpus.n_queries=5",
+    ]
     first = arecall(*args, "hydra.run.dir=out1")
     assert first.returncode == 0, first.stderr
     entries = sorted((tmp_path / "data" / "embeddings").glob("*.parquet"))
@@ -168,5 +196,7 @@ def test_arecall_run_ranks_with_model2vec_and_a_second_run_reads_the_cache(
     second = arecall(*args, "hydra.run.dir=out2")
     assert second.returncode == 0, second.stderr
     assert [p.stat().st_mtime_ns for p in entries] == stamps
-    assert (tmp_path / "out1" / "metrics.json").read_bytes() == (tmp_path / "out2" / "metrics.json").read_bytes()
+    assert (tmp_path / "out1" / "metrics.json").read_bytes() == (
+        tmp_path / "out2" / "metrics.json"
+    ).read_bytes()
     assert "retriever `model2vec`" in (tmp_path / "out1" / "tables.md").read_text()

@@ -25,7 +25,7 @@ from arecall.vector.generator import BenchData, l2_normalise
 from arecall.vector.index import VectorIndex
 from arecall.vector.measurement import audit, measure_store
 from arecall.vector.stores import Below, InSet, MilvusStore, store_from_config
-from test_vector_chroma import AUTHORIZED, K, WITHOUT_AUTO, clustered, rows_by_mode
+from test_vector_chroma import AUTHORIZED, WITHOUT_AUTO, K, clustered, rows_by_mode
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +115,9 @@ def test_under_a_correlated_acl_milvus_filtered_search_returns_k_post_returns_no
     data, group = corpus
     where = InSet("group", AUTHORIZED)
     rows = rows_by_mode(
-        measure_store(milvus, oracle, data.queries, where, {"group": group}, placements=WITHOUT_AUTO)
+        measure_store(
+            milvus, oracle, data.queries, where, {"group": group}, placements=WITHOUT_AUTO
+        )
     )
     assert rows["post"]["returned"] == 0 and rows["post"]["short"] == 1.0
     assert rows["pushdown"]["returned"] == K and rows["pushdown"]["short"] == 0.0
@@ -124,7 +126,9 @@ def test_under_a_correlated_acl_milvus_filtered_search_returns_k_post_returns_no
     # at the same efSearch is not (the benchmarks page's table)
     assert rows["pushdown"]["recall"] == 1.0
     below = milvus.search(data.queries, K, Below("draw", 0.3), prefilter=True)
-    np.testing.assert_array_equal(below.ids, milvus.search(data.queries, K, where, prefilter=True).ids)
+    np.testing.assert_array_equal(
+        below.ids, milvus.search(data.queries, K, where, prefilter=True).ids
+    )
 
 
 def test_an_empty_group_set_admits_nothing_on_milvus(

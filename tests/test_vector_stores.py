@@ -215,7 +215,9 @@ def test_every_store_built_for_l2_ranks_by_euclidean_distance(name: str) -> None
     """With ``metric=l2`` each store answers what numpy's exact L2 scan answers (a graph this
     small is searched exhaustively), best first, scores ``−‖q − d‖²``."""
     rng = np.random.default_rng(5)
-    vectors = rng.normal(size=(TINY_DOCS, 8)).astype(np.float32) * rng.uniform(0.5, 3, (TINY_DOCS, 1)).astype(np.float32)
+    vectors = rng.normal(size=(TINY_DOCS, 8)).astype(np.float32) * rng.uniform(
+        0.5, 3, (TINY_DOCS, 1)
+    ).astype(np.float32)
     group = rng.integers(0, TINY_GROUPS, TINY_DOCS)
     queries = rng.normal(size=(3, 8)).astype(np.float32)
     where = InSet("group", [1, 2, 5])
@@ -230,11 +232,13 @@ def test_every_store_built_for_l2_ranks_by_euclidean_distance(name: str) -> None
             assert hits.rows() == want, (name, prefilter)
             real = hits.ids >= 0
             np.testing.assert_allclose(
-                hits.scores[real], -distance[np.nonzero(real)[0], hits.ids[real]], rtol=1e-4, atol=1e-4
+                hits.scores[real],
+                -distance[np.nonzero(real)[0], hits.ids[real]],
+                rtol=1e-4,
+                atol=1e-4,
             )
 
 
 def test_a_store_that_measures_inner_product_only_refuses_l2(toy: None) -> None:
     with pytest.raises(ArecallError, match=r"^metric l2: store toy measures ip only"):
         store_from_config(IndexConfig(store="toy", metric="l2"))
-

@@ -86,7 +86,7 @@ def model_identity(model: Any) -> str:
             continue
         values = np.ascontiguousarray(array)
         digest.update(f"{values.dtype.str}{values.shape}\0".encode())
-        digest.update(memoryview(values).cast("B"))
+        digest.update(values.data.cast("B"))
     digest.update(model.tokenizer.to_str().encode())
     digest.update(json.dumps(model.config, sort_keys=True, default=str).encode())
     return digest.hexdigest()
@@ -206,7 +206,9 @@ class Model2Vec:
         self.sources[side] = ("encoded", path)
         return path
 
-    def encode(self, model: Any, texts: list[str], *, desc: str = "model2vec") -> npt.NDArray[np.float32]:
+    def encode(
+        self, model: Any, texts: list[str], *, desc: str = "model2vec"
+    ) -> npt.NDArray[np.float32]:
         """``model``'s vectors of ``texts``, ``batch_size`` at a time, float32 (n, dims).
 
         The bar shows only on a terminal (tqdm's ``disable=None``).
@@ -238,4 +240,3 @@ class Model2Vec:
     def embed_queries(self, queries: Sequence[str]) -> npt.NDArray[np.float32]:
         """As `Embeddings.embed_queries` (queries by id)."""
         return self._fitted().embed_queries(queries)
-

@@ -466,7 +466,8 @@ def check_metric(metric: str) -> str:
     >>> check_metric("cosine")
     Traceback (most recent call last):
     ...
-    arecall.core.errors.ArecallError: index metric='cosine': must be one of ip, l2 (cosine is ip on normalised vectors)
+    arecall.core.errors.ArecallError: index metric='cosine': must be one of ip, l2 (cosine is ip \
+on normalised vectors)
     """
     if metric not in METRICS:
         raise ArecallError(

@@ -2,8 +2,9 @@
 
 With ``index=hnsw|exact`` and a dense retriever (``retriever=dense_lsa``, ``embeddings`` or
 ``model2vec``) each principal's ACL is the filter of a vector index over the documents'
-embeddings, in the retriever's metric: one row per principal and placement. With ``index=none`` (the default) it writes one line saying so and an empty CSV, so
-DVC's outputs exist and say nothing they did not measure.
+embeddings, in the retriever's metric: one row per principal and placement. With
+``index=none`` (the default) it writes one line saying so and an empty CSV, so DVC's outputs
+exist and say nothing they did not measure.
 """
 
 from __future__ import annotations

@@ -53,7 +53,8 @@ def store_class(name: str, *, key: str = "store") -> type[VectorStore]:
     >>> store_class("qdrant", key="index.store")
     Traceback (most recent call last):
     ...
-    arecall.core.errors.ArecallError: index.store='qdrant': must be one of chroma, faiss, lancedb, milvus
+    arecall.core.errors.ArecallError: index.store='qdrant': must be one of chroma, faiss, lancedb, \
+milvus
     """
     if name not in STORES:
         raise ArecallError(f"{key}={name!r}: must be one of {', '.join(sorted(STORES))}")

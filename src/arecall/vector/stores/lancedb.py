@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -111,7 +111,7 @@ class LanceDBStore(VectorStore):
         )
 
     @property
-    def _distance(self) -> str:
+    def _distance(self) -> Literal["dot", "l2"]:
         """LanceDB's name for the metric: ``dot`` (its distance 1 − q·d) or ``l2`` (‖q − d‖²)."""
         return "dot" if self.metric == "ip" else "l2"
 
