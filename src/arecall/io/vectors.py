@@ -32,7 +32,15 @@ from arecall.core.errors import ArecallError
 from arecall.io.ids import as_strings, encode, index_in
 from arecall.io.text import check_file, lines
 
-__all__ = ["FORMATS", "VectorFile", "align", "ids_file", "read_vectors", "write_vectors"]
+__all__ = [
+    "FORMATS",
+    "VectorFile",
+    "align",
+    "ids_file",
+    "read_vectors",
+    "row_norms",
+    "write_vectors",
+]
 
 #: Suffix → format.
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".npy": "npy"}
@@ -138,9 +146,7 @@ def _parquet(p: Path) -> tuple[pa.Array, npt.NDArray[np.float32]]:
         or pa.types.is_fixed_size_list(vector_type)
     )
     if not listed or not pa.types.is_floating(vector_type.value_type):
-        raise ArecallError(
-            f"{p}: column 'vector': type {vector_type}, expected a list of floats"
-        )
+        raise ArecallError(f"{p}: column 'vector': type {vector_type}, expected a list of floats")
     try:
         table = pq.read_table(p, columns=["id", "vector"], memory_map=True)
     except (pa.ArrowException, OSError) as exc:
@@ -185,9 +191,7 @@ def _npy(p: Path) -> tuple[pa.Array, npt.NDArray[np.float32]]:
     if array.dtype.kind != "f":
         raise ArecallError(f"{p}: dtype {array.dtype}, expected floats")
     if array.ndim != 2:
-        raise ArecallError(
-            f"{p}: shape {array.shape}, expected 2 dimensions (one row per id)"
-        )
+        raise ArecallError(f"{p}: shape {array.shape}, expected 2 dimensions (one row per id)")
     if array.shape[0] == 0:
         raise ArecallError(f"{p}: no vectors (the array has no rows)")
     if array.shape[1] == 0:
@@ -229,9 +233,37 @@ def _check_finite(found: VectorFile) -> None:
             raise ArecallError(f"{found.path}: id {found.id_at(row)!r}: NaN or infinite value")
 
 
-def align(
-    found: VectorFile, corpus_ids: Any, *, what: str = "document"
-) -> npt.NDArray[np.float32]:
+def row_norms(found: VectorFile, metric: str) -> npt.NDArray[np.float64]:
+    """Each row's L2 norm (float64), refusing a zero vector under ``cosine`` by file and id.
+
+    Examples
+    --------
+    >>> f = VectorFile(Path("d.npy"), pa.array(["a", "b"]), np.array([[3, 4], [0, 0]], np.float32))
+    >>> row_norms(f, "ip").tolist()
+    [5.0, 0.0]
+    >>> row_norms(f, "cosine")
+    Traceback (most recent call last):
+    ...
+    arecall.core.errors.ArecallError: d.npy: id 'b': zero vector (metric cosine needs a \
+direction; use ip or l2, or drop it)
+    """
+    vectors = found.vectors
+    norms = np.empty(vectors.shape[0], dtype=np.float64)
+    step = max(1, _CHECK_ROWS * 16 // max(vectors.shape[1], 1))
+    for start in range(0, vectors.shape[0], step):
+        block = np.asarray(vectors[start : start + step], dtype=np.float64)
+        norms[start : start + step] = np.sqrt(np.einsum("ij,ij->i", block, block))
+    if metric == "cosine":
+        zero = np.flatnonzero(norms == 0.0)
+        if len(zero):
+            raise ArecallError(
+                f"{found.path}: id {found.id_at(int(zero[0]))!r}: zero vector (metric cosine "
+                "needs a direction; use ip or l2, or drop it)"
+            )
+    return norms
+
+
+def align(found: VectorFile, corpus_ids: Any, *, what: str = "document") -> npt.NDArray[np.float32]:
     """``found``'s vectors in the order of ``corpus_ids``: row i is the vector of corpus id i.
 
     Every corpus id needs a vector, and every vector an id of the corpus (``what`` names
@@ -268,9 +300,7 @@ def align(
     return np.take(found.vectors, at, axis=0)
 
 
-def write_vectors(
-    path: str | os.PathLike[str], ids: Any, vectors: npt.ArrayLike
-) -> None:
+def write_vectors(path: str | os.PathLike[str], ids: Any, vectors: npt.ArrayLike) -> None:
     """Write ids and vectors as the Parquet `read_vectors` reads (atomically).
 
     ``vector`` is a fixed-size list of float32, so reading it back is one buffer, no copy.

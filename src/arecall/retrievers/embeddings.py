@@ -33,47 +33,15 @@ import scipy.sparse as sp
 from arecall.core.errors import ArecallError
 from arecall.core.schema import validate
 from arecall.io.ids import as_strings, index_in
-from arecall.io.vectors import VectorFile, align, read_vectors
+from arecall.io.vectors import VectorFile, align, read_vectors, row_norms
 from arecall.retrievers.config import EmbeddingsConfig
 
-__all__ = ["Embeddings", "check_metric_vectors"]
+__all__ = ["Embeddings"]
 
 #: Float64 copies of the documents above this many bytes are made a block at a time.
 _WHOLE_BYTES = 1 << 30
 #: Documents per block when they are (float64 cells per block).
 _BLOCK_CELLS = 1 << 25
-
-
-def check_metric_vectors(found: VectorFile, metric: str) -> npt.NDArray[np.float64]:
-    """Each row's L2 norm (float64), refusing a zero vector under ``cosine`` by file and id.
-
-    Examples
-    --------
-    >>> from pathlib import Path
-    >>> import pyarrow as pa
-    >>> f = VectorFile(Path("d.npy"), pa.array(["a", "b"]), np.array([[3, 4], [0, 0]], np.float32))
-    >>> check_metric_vectors(f, "ip").tolist()
-    [5.0, 0.0]
-    >>> check_metric_vectors(f, "cosine")
-    Traceback (most recent call last):
-    ...
-    arecall.core.errors.ArecallError: d.npy: id 'b': zero vector (metric cosine needs a \
-direction; use ip or l2, or drop it)
-    """
-    vectors = found.vectors
-    norms = np.empty(vectors.shape[0], dtype=np.float64)
-    step = max(1, _BLOCK_CELLS // max(vectors.shape[1], 1))
-    for start in range(0, vectors.shape[0], step):
-        block = np.asarray(vectors[start : start + step], dtype=np.float64)
-        norms[start : start + step] = np.sqrt(np.einsum("ij,ij->i", block, block))
-    if metric == "cosine":
-        zero = np.flatnonzero(norms == 0.0)
-        if len(zero):
-            raise ArecallError(
-                f"{found.path}: id {found.id_at(int(zero[0]))!r}: zero vector (metric cosine "
-                "needs a direction; use ip or l2, or drop it)"
-            )
-    return norms
 
 
 class Embeddings:
@@ -144,8 +112,8 @@ retriever=embeddings (a .parquet or .npy file), got null
                 f"{query_file.path}: vectors of {query_file.dims} dimensions, but the "
                 f"documents' ({doc_file.path}) have {doc_file.dims}"
             )
-        doc_norms = check_metric_vectors(doc_file, self.metric)
-        query_norms = check_metric_vectors(query_file, self.metric)
+        doc_norms = row_norms(doc_file, self.metric)
+        query_norms = row_norms(query_file, self.metric)
         doc_ids = documents["doc_id"].astype(str).tolist()
         query_ids = queries["query_id"].astype(str).tolist()
         self._docs = align(doc_file, doc_ids, what="document")
