@@ -22,6 +22,16 @@ oracle returns nothing) are the `arecall.core.measures.VECTOR` registry's.
 U@K is computed, as authorized-recall defines it, on the unfiltered ranking: the fraction of the
 exact top-K that the principal may not use. It depends on the principal, not on the placement,
 and explains post-filtering's shortfall: post returns about (1 − U@K)·K.
+
+GLS, the global-local selectivity (after Amanbayev et al., "Filtered Approximate Nearest
+Neighbor Search in Vector Databases", arXiv 2602.11443, 2026), says how strongly a principal's
+filter follows its queries. For principal p with authorized set A_p among n documents, global
+selectivity s_p = |A_p| / n; for query q with exact unfiltered top-k N_k(q), local selectivity
+ℓ_p(q) = |N_k(q) ∩ A_p| / k; and GLS_p = mean_q ℓ_p(q) / s_p. GLS = 1: the filter is
+independent of where the queries land; > 1: authorized documents crowd around the queries
+(post-filtering returns more than s_p·k); < 1: they avoid them, down to 0 when no unfiltered
+neighbour is authorized (post returns nothing, and a graph walk must leave the neighbourhood).
+With the same k, mean ℓ_p = 1 − U@K.
 """
 
 from __future__ import annotations
@@ -39,6 +49,7 @@ from arecall.vector.index import Hits
 __all__ = [
     "PlacementScore",
     "authorized_recall",
+    "global_local_selectivity",
     "recall_loss",
     "score_hits",
     "unusable_at_k",
@@ -117,6 +128,28 @@ def unusable_at_k(unfiltered: Hits, allowed: npt.NDArray[np.bool_], k: int) -> f
     ids = unfiltered.ids[:, :k]
     blocked = (ids >= 0) & ~allowed[np.maximum(ids, 0)]
     return float(blocked.sum(axis=1).mean() / k)
+
+
+def global_local_selectivity(unfiltered: Hits, allowed: npt.NDArray[np.bool_], k: int) -> float:
+    """GLS: the mean share of each query's exact unfiltered top-``k`` the principal may use
+    (local selectivity), over the share of the corpus it may use (global selectivity).
+
+    NaN for a principal who may use nothing (no global share to compare with).
+
+    Examples
+    --------
+    >>> h = Hits(np.array([[0, 1], [0, 2]]), np.zeros((2, 2), dtype=np.float32))
+    >>> allowed = np.array([True, False, False, False])  # global share 1/4
+    >>> global_local_selectivity(h, allowed, 2)  # local share 1/2 for each query: 2× the global
+    2.0
+    """
+    k = check_k(k)
+    share = float(np.mean(allowed)) if allowed.size else 0.0
+    if share == 0.0:
+        return float("nan")
+    ids = unfiltered.ids[:, :k]
+    usable = (ids >= 0) & allowed[np.maximum(ids, 0)]
+    return float(usable.sum(axis=1).mean() / k / share)
 
 
 @dataclass(frozen=True)
