@@ -84,10 +84,35 @@ class VectorsCorpusSchema:
     seed: int = setting(VectorsCorpusConfig.seed, Rule("a non-negative integer", lambda v: v >= 0))
     k: int = setting(VectorsCorpusConfig.k, POSITIVE)
     selectivities: list[float] = setting(list(SELECTIVITIES), each=_FRACTION, nonempty=True)  # noqa: RUF009 (a dataclass field)
+    documents: str | None = None
+    queries: str | None = None
+    acl: str | None = None
+    groups: str | None = None
+    metric: str = setting(VectorsCorpusConfig.metric, one_of("cosine", "ip", "l2"))
+    audit: list[str] = setting(  # noqa: RUF009 (a dataclass field)
+        [], each=Rule("a store (arecall.vector.stores.STORES)", lambda v: v in STORE_PLACEMENTS)
+    )
 
     def problems(self) -> Iterator[tuple[str, str, Any]]:
-        """``k`` results need at least ``k`` documents."""
-        if self.k > self.n_docs:
+        """``k`` results need at least ``k`` documents; the user's own workload needs its three
+        files (and only it is audited store by store)."""
+        own = [key for key in ("documents", "queries", "acl") if getattr(self, key)]
+        if own and len(own) < 3:
+            missing = next(key for key in ("documents", "queries", "acl") if key not in own)
+            yield (
+                missing,
+                "required with corpus.documents, queries and acl (your own vectors, queries "
+                "and ACL go together)",
+                None,
+            )
+        if not own and self.audit:
+            yield (
+                "audit",
+                "audits stores on your own vectors (corpus.documents, queries, acl); for the "
+                "generator's, run benchmarks/bench_stores.py",
+                self.audit,
+            )
+        if not own and self.k > self.n_docs:
             yield "k", f"must be at most corpus.n_docs ({self.n_docs})", self.k
 
 

@@ -32,7 +32,17 @@ import pandas as pd
 from arecall.io.digest import files_digest, json_digest
 from arecall.pipeline.layout import Layout
 
-__all__ = ["CACHE_ENV", "FILES", "cache_dir", "cache_key", "copier", "discard", "lookup", "publish"]
+__all__ = [
+    "CACHE_ENV",
+    "FILES",
+    "cache_dir",
+    "cache_key",
+    "copier",
+    "discard",
+    "inputs_of",
+    "lookup",
+    "publish",
+]
 
 #: Where the cache lives (``off`` or ``0``: no cache).
 CACHE_ENV = "ARECALL_CACHE_DIR"
@@ -83,8 +93,32 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def cache_key(section: Mapping[str, Any]) -> str:
-    """The content address of an experiment: its section, the package's code, the libraries.
+def inputs_of(corpus: Mapping[str, Any]) -> list[tuple[str, Path]]:
+    """The files a ``vector_search.corpus`` section reads (the user's vectors, ids, ACL,
+    groups), named by their setting: their bytes are part of the cache key.
+
+    Examples
+    --------
+    >>> inputs_of({"documents": None, "queries": None})
+    []
+    """
+    from arecall.io.vectors import ids_file
+
+    files = []
+    for key in ("documents", "queries", "acl", "groups"):
+        value = corpus.get(key)
+        if not value:
+            continue
+        path = Path(value)
+        files.append((key, path))
+        if key in ("documents", "queries") and path.suffix.lower() == ".npy":
+            files.append((f"{key}.ids", ids_file(path)))
+    return [(name, path) for name, path in files if path.is_file()]
+
+
+def cache_key(section: Mapping[str, Any], inputs: list[tuple[str, Path]] | None = None) -> str:
+    """The content address of an experiment: its section, the bytes of the files it reads
+    (``inputs``, `inputs_of`), the package's code, the libraries.
 
     Examples
     --------
@@ -94,9 +128,14 @@ def cache_key(section: Mapping[str, Any]) -> str:
     >>> a == cache_key({"corpus": {"n_docs": 301}, "index": {"name": "exact"}})
     False
     """
-    return json_digest(
-        {"vector_search": section, "code": _sources_digest(), "libraries": _versions()}
-    )
+    key: dict[str, Any] = {
+        "vector_search": section,
+        "code": _sources_digest(),
+        "libraries": _versions(),
+    }
+    if inputs:
+        key["inputs"] = files_digest(inputs)
+    return json_digest(key)
 
 
 def _sha(path: Path) -> str:

@@ -54,6 +54,20 @@ def _index_options(icfg: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _index_config(icfg: Mapping[str, Any]) -> IndexConfig:
+    """The ``index`` section, checked, as an `IndexConfig`."""
+    options = _index_options(icfg)
+    return IndexConfig(
+        name=options["index"],
+        m=options["m"],
+        ef_construction=options["ef_construction"],
+        ef_search=options["ef_search"],
+        placements=list(options["placements"]),
+        target_recall=options["target_recall"],
+        store=options["store"],
+    )
+
+
 def run_vector_corpus(cfg: Mapping[str, Any]) -> pd.DataFrame:
     """verity's experiment for ``corpus=vectors`` with the configured index.
 
@@ -71,6 +85,8 @@ def run_vector_corpus(cfg: Mapping[str, Any]) -> pd.DataFrame:
     c = validate(VectorsCorpusSchema, cfg["corpus"], "corpus")
     if (cfg.get("index") or {}).get("name", "none") == "none":
         raise ArecallError("index: corpus=vectors needs a vector index (index=hnsw or index=exact)")
+    if c["documents"]:
+        return run_own_vectors(c, cfg["index"])
     return experiment(
         n_docs=c["n_docs"],
         dims=c["dims"],
@@ -81,6 +97,24 @@ def run_vector_corpus(cfg: Mapping[str, Any]) -> pd.DataFrame:
         threads=1,
         **_index_options(cfg["index"]),
     )
+
+
+def run_own_vectors(corpus: Mapping[str, Any], icfg: Mapping[str, Any]) -> pd.DataFrame:
+    """The experiment on the user's vectors, queries and ACL: one row per principal and
+    placement, and per audited store (`arecall.vector.workload.principal_table`); the table's
+    ``attrs["caption"]`` says what was measured."""
+    from arecall.vector.workload import load_workload, principal_table
+
+    workload = load_workload(
+        corpus["documents"],
+        corpus["queries"],
+        corpus["acl"],
+        groups=corpus["groups"],
+        metric=corpus["metric"],
+    )
+    table = principal_table(workload, _index_config(icfg), k=corpus["k"], audit=corpus["audit"])
+    table.attrs["caption"] = workload.described
+    return table
 
 
 def run_text_index(
@@ -95,60 +129,24 @@ def run_text_index(
 
     ``query_inputs`` are what the retriever embeds queries from (`arecall.retrievers.query_inputs`:
     texts, or a keyed retriever's ids); the index measures the retriever's ``index_metric``
-    (inner product unless it says otherwise).
+    (inner product unless it says otherwise). One row per principal and placement
+    (`arecall.vector.workload.principal_table`).
     """
-    from arecall.vector import DEFAULT_GRAPH_COST, Below, build_index, measure_store
-    from arecall.vector.stores import store_from_config
+    from arecall.vector.workload import Workload, principal_table
 
     if not hasattr(retriever, "embed_documents"):
         raise ArecallError(
             f"index={cfg['index']['name']}: needs a dense retriever with embeddings "
             f"(retriever=dense_lsa|embeddings|model2vec), not retriever={cfg['retriever']['name']}"
         )
-    options = _index_options(cfg["index"])
-    vectors = retriever.embed_documents()
-    queries = retriever.embed_queries(query_inputs)
-    metric = getattr(retriever, "index_metric", "ip")
-    # each principal's ACL as a document attribute the store filters on: acl_i < 0.5 iff granted
-    attributes = {f"acl_{i}": np.where(allowed, 0.0, 1.0) for i, allowed in enumerate(acl)}
-    config = IndexConfig(
-        name=options["index"],
-        m=options["m"],
-        ef_construction=options["ef_construction"],
-        ef_search=options["ef_search"],
-        placements=list(options["placements"]),
-        target_recall=options["target_recall"],
-        store=options["store"],
-        metric=metric,
+    workload = Workload(
+        vectors=retriever.embed_documents(),
+        queries=retriever.embed_queries(query_inputs),
+        principals=tuple(str(p) for p in principals),
+        masks=np.asarray(acl, dtype=bool),
+        metric=getattr(retriever, "index_metric", "ip"),
     )
-    oracle_index = build_index(vectors, kind="exact", metric=metric)
-    rows = []
-    with store_from_config(config) as store:
-        store.build(vectors, attributes)
-        if "auto" in options["placements"]:
-            # calibrated on synthetic queries drawn like the documents, never on the scored ones
-            # (documents themselves as queries would flatter the graph)
-            store.calibrate(
-                k, None, target_recall=options["target_recall"], graph_cost=DEFAULT_GRAPH_COST
-            )
-        unfiltered = oracle_index.exact(queries, k)
-        for i, (name, allowed) in enumerate(zip(principals, acl, strict=True)):
-            if int(allowed.sum()) < 1:
-                continue
-            for row in measure_store(
-                store,
-                oracle_index,
-                queries,
-                Below(f"acl_{i}", 0.5),
-                attributes,
-                k=k,
-                placements=options["placements"],
-                unfiltered=unfiltered,
-            ):
-                rows.append({"principal": str(name), "selectivity": float(allowed.mean()), **row})
-    frame = pd.DataFrame(rows)
-    frame.attrs["k"] = k
-    return frame
+    return principal_table(workload, _index_config(cfg["index"]), k=k)
 
 
 def curve_frame(table: pd.DataFrame) -> pd.DataFrame:

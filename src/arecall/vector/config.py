@@ -109,7 +109,7 @@ class IndexConfig:
 
 @dataclass
 class VectorsCorpusConfig:
-    """``corpus=vectors``: verity-retrieval 0.1.1's generator and workload.
+    """``corpus=vectors``: verity-retrieval 0.1.1's generator and workload, or the user's own.
 
     Attributes
     ----------
@@ -121,6 +121,18 @@ class VectorsCorpusConfig:
         Results per query.
     selectivities : list of float
         Each in (0, 1]; a document matches ``s`` iff its draw is below ``s``.
+    documents, queries : str or None
+        The user's own vectors instead of the generator's (`arecall.io.vectors`: Parquet
+        ``id``/``vector`` or ``.npy`` with ``.ids.txt``); then ``acl`` is required and the
+        generator's settings are not used: each principal of the ACL is one filter.
+    acl, groups : str or None
+        ``doc_id<TAB>principal-or-group`` lines and ``principal<TAB>group`` lines, read as
+        ``profiles=acl_file`` reads them.
+    metric : {"cosine", "ip", "l2"}
+        How the user's vectors are compared (the generator's are unit vectors: cosine).
+    audit : list of str
+        Stores (``arecall.vector.stores.STORES``) whose own filtered search is measured beside
+        the index on the user's vectors, principal by principal.
 
     Examples
     --------
@@ -135,3 +147,9 @@ class VectorsCorpusConfig:
     seed: int = 42
     k: int = 10
     selectivities: list[float] = field(default_factory=lambda: list(SELECTIVITIES))
+    documents: str | None = None
+    queries: str | None = None
+    acl: str | None = None
+    groups: str | None = None
+    metric: str = "cosine"
+    audit: list[str] = field(default_factory=list)

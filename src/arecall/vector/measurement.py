@@ -449,7 +449,9 @@ def render_markdown(df: pd.DataFrame, *, k: int | None = None, include_qps: bool
     """Render a table from ``experiment``/``audit`` as Markdown, in verity's layout.
 
     A ⚠️ marks a row that is not correct in verity's sense (some query short, or recall
-    ≤ 0.999). QPS is appended only with ``include_qps`` (it is not reproducible).
+    ≤ 0.999). QPS is appended only with ``include_qps`` (it is not reproducible). A table of
+    principals (`arecall.vector.workload.principal_table`) leads with its ``principal`` column
+    and shows each one's global-local selectivity (``GLS``) beside its selectivity.
 
     Examples
     --------
@@ -460,8 +462,11 @@ def render_markdown(df: pd.DataFrame, *, k: int | None = None, include_qps: bool
     | 100% | 300 | `pre` | 10.00 | 1.000 | 0% | 1.000 | 0.000 | scan |
     """
     k = int(df.attrs.get("k", 10)) if k is None else check_k(k)
+    principals, gls = "principal" in df.columns, "gls" in df.columns
     header = [
+        *(["principal"] if principals else []),
         "selectivity",
+        *(["GLS"] if gls else []),
         "matching",
         "mode",
         f"returned / {k}",
@@ -478,7 +483,9 @@ def render_markdown(df: pd.DataFrame, *, k: int | None = None, include_qps: bool
     for row in records:
         correct = float(row["short"]) == 0.0 and float(row["recall"]) > 0.999
         cells = [
+            *([str(row["principal"])] if principals else []),
             _percent(float(row["selectivity"])),
+            *([f"{float(row['gls']):.2f}"] if gls else []),
             str(int(row["matching"])),
             f"`{row['mode']}`",
             f"{float(row['returned']):.2f}",

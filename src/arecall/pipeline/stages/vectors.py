@@ -24,6 +24,7 @@ from arecall.pipeline.vector_cache import (
     cache_key,
     copier,
     discard,
+    inputs_of,
     lookup,
     publish,
 )
@@ -40,7 +41,7 @@ def vector_search(cfg: Mapping[str, Any], layout: Layout) -> pd.DataFrame:
     """
     section = cfg["vector_search"]
     root = cache_dir()
-    key = cache_key(section) if root is not None else ""
+    key = cache_key(section, inputs_of(section["corpus"])) if root is not None else ""
     if root is not None:
         entry = root / key
         hit = lookup(entry) if entry.is_dir() else None
@@ -66,10 +67,11 @@ def _compute(section: Mapping[str, Any], layout: Layout) -> pd.DataFrame:
 
     table = run_vector_corpus(section)
     corpus = section["corpus"]
+    measured = table.attrs.get("caption") or (
+        f"{corpus['n_docs']:,} × {corpus['dims']} vectors, {corpus['n_queries']} queries"
+    )
     caption = (
-        f"corpus `vectors` · index `{section['index']['name']}`: "
-        f"{corpus['n_docs']:,} × {corpus['dims']} vectors, "
-        f"{corpus['n_queries']} queries, k = {table.attrs['k']}"
+        f"corpus `vectors` · index `{section['index']['name']}`: {measured}, k = {table.attrs['k']}"
     )
     steady = deterministic_columns(table)
     write_text(layout.vector_table, f"{caption}\n\n" + render_markdown(table))
