@@ -175,3 +175,51 @@ def test_an_acl_line_naming_a_document_without_a_vector_is_one_line_naming_the_a
         ArecallError, match=rf"^{files['acl']}: line \d+: 'doc9999' is not a document id"
     ):
         load_workload(files["documents"], files["queries"], files["acl"])
+
+
+def test_npy_files_with_their_ids_give_the_same_workload_as_parquet(tmp_path: Path) -> None:
+    from arecall.io.vectors import ids_file, read_vectors
+
+    files = own_files(tmp_path)
+    for side in ("documents", "queries"):
+        found = read_vectors(files[side])
+        np.save(tmp_path / f"{side}.npy", np.asarray(found.vectors))
+        ids_file(tmp_path / f"{side}.npy").write_text("\n".join(found.ids.to_pylist()) + "\n")
+    parquet = load_workload(files["documents"], files["queries"], files["acl"])
+    npy = load_workload(tmp_path / "documents.npy", tmp_path / "queries.npy", files["acl"])
+    assert npy.principals == parquet.principals
+    np.testing.assert_array_equal(npy.masks, parquet.masks)
+    np.testing.assert_array_equal(npy.vectors, parquet.vectors)
+    np.testing.assert_array_equal(npy.queries, parquet.queries)
+
+
+@pytest.mark.parametrize(
+    ("case", "culprit", "message"),
+    [
+        ("dimensions", "queries", r"vectors of 23 dimensions, but the documents' \(.*\) have 24"),
+        ("nan", "documents", r"id 'doc0007': NaN or infinite value"),
+        ("zero", "documents", r"id 'doc0007': zero vector \(metric cosine needs a direction"),
+        ("null", "queries", r"id 'q3': no vector \(null\)"),
+    ],
+)
+def test_every_bad_vector_file_of_your_own_workload_is_one_line_naming_it(
+    tmp_path: Path, case: str, culprit: str, message: str
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    files = own_files(tmp_path)
+    table = pq.read_table(files[culprit]).to_pydict()
+    row = table["id"].index("doc0007" if culprit == "documents" else "q3")
+    if case == "dimensions":
+        table["vector"] = [v[:-1] for v in table["vector"]]
+    elif case == "nan":
+        table["vector"][row][0] = float("nan")
+    elif case == "zero":
+        table["vector"][row] = [0.0] * DIMS
+    else:
+        table["vector"][row] = None
+    pq.write_table(pa.table(table), files[culprit])
+    with pytest.raises(ArecallError, match=rf"^{files[culprit]}: {message}") as raised:
+        load_workload(files["documents"], files["queries"], files["acl"])
+    assert "\n" not in str(raised.value)
