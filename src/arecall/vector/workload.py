@@ -66,10 +66,20 @@ class Workload:
     doc_ids: pa.Array | None = field(default=None, repr=False)
 
 
+#: Rows normalised per block under ``cosine`` (bounds the float64 working copy).
+_UNIT_ROWS = 65536
+
+
 def _unit(
     vectors: npt.NDArray[np.float32], norms: npt.NDArray[np.float64]
 ) -> npt.NDArray[np.float32]:
-    return (np.asarray(vectors, dtype=np.float64) / norms[:, None]).astype(np.float32)
+    """Unit rows (float32), a block at a time: a memory-mapped file is read once, never copied
+    whole in float64."""
+    out = np.empty(vectors.shape, dtype=np.float32)
+    for start in range(0, vectors.shape[0], _UNIT_ROWS):
+        block = np.asarray(vectors[start : start + _UNIT_ROWS], dtype=np.float64)
+        out[start : start + _UNIT_ROWS] = block / norms[start : start + _UNIT_ROWS, None]
+    return out
 
 
 def load_workload(
