@@ -1,4 +1,5 @@
-"""The same vector experiment on every store under a correlated ACL: faiss, Chroma, LanceDB.
+"""The same vector experiment on every store under a correlated ACL: faiss, Chroma, LanceDB,
+Milvus Lite.
 
     python benchmarks/bench_stores.py                    # 20,000 vectors, 200 queries (~3 min)
     python benchmarks/bench_stores.py --n 5000 --queries 50
@@ -26,6 +27,7 @@ STORES = {
     "faiss": ["post", "pushdown", "pre", "auto"],
     "chroma": ["post", "pushdown", "pre"],
     "lancedb": ["post", "pushdown", "pre"],
+    "milvus": ["post", "pushdown", "pre"],
 }
 SELECTIVITIES = [0.01, 0.1, 0.3, 1.0]
 
