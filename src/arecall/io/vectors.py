@@ -37,6 +37,7 @@ __all__ = [
     "VectorFile",
     "align",
     "ids_file",
+    "read_pair",
     "read_vectors",
     "row_norms",
     "write_vectors",
@@ -261,6 +262,34 @@ direction; use ip or l2, or drop it)
                 "needs a direction; use ip or l2, or drop it)"
             )
     return norms
+
+
+def read_pair(
+    documents: str | os.PathLike[str], queries: str | os.PathLike[str], metric: str
+) -> tuple[VectorFile, VectorFile, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Documents' and queries' vector files, checked together: the same dimensions, and under
+    ``cosine`` no zero vector; with each row's norm (`row_norms`).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> write_vectors(d / "docs.parquet", ["a"], [[3.0, 4.0]])
+    >>> write_vectors(d / "queries.parquet", ["q"], [[1.0, 0.0, 0.0]])
+    >>> read_pair(d / "docs.parquet", d / "queries.parquet", "cosine")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    arecall.core.errors.ArecallError: ...queries.parquet: vectors of 3 dimensions, but the \
+documents' (...docs.parquet) have 2
+    """
+    doc_file = read_vectors(documents)
+    query_file = read_vectors(queries)
+    if query_file.dims != doc_file.dims:
+        raise ArecallError(
+            f"{query_file.path}: vectors of {query_file.dims} dimensions, but the documents' "
+            f"({doc_file.path}) have {doc_file.dims}"
+        )
+    return doc_file, query_file, row_norms(doc_file, metric), row_norms(query_file, metric)
 
 
 def align(found: VectorFile, corpus_ids: Any, *, what: str = "document") -> npt.NDArray[np.float32]:

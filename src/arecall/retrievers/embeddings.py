@@ -33,7 +33,7 @@ import scipy.sparse as sp
 from arecall.core.errors import ArecallError
 from arecall.core.schema import validate
 from arecall.io.ids import as_strings, index_in
-from arecall.io.vectors import VectorFile, align, read_vectors, row_norms
+from arecall.io.vectors import VectorFile, align, read_pair
 from arecall.retrievers.config import EmbeddingsConfig
 
 __all__ = ["Embeddings"]
@@ -105,15 +105,9 @@ retriever=embeddings (a .parquet or .npy file), got null
         corpus id without a vector or a vector without a corpus id (`~arecall.io.vectors.align`),
         the query vectors' dimensions against the documents', a zero vector under ``cosine``.
         """
-        doc_file = read_vectors(self.documents)
-        query_file = read_vectors(self.queries)
-        if query_file.dims != doc_file.dims:
-            raise ArecallError(
-                f"{query_file.path}: vectors of {query_file.dims} dimensions, but the "
-                f"documents' ({doc_file.path}) have {doc_file.dims}"
-            )
-        doc_norms = row_norms(doc_file, self.metric)
-        query_norms = row_norms(query_file, self.metric)
+        doc_file, query_file, doc_norms, query_norms = read_pair(
+            self.documents, self.queries, self.metric
+        )
         doc_ids = documents["doc_id"].astype(str).tolist()
         query_ids = queries["query_id"].astype(str).tolist()
         self._docs = align(doc_file, doc_ids, what="document")

@@ -114,19 +114,11 @@ def load_workload(
     (('alice', 'bob'), [[1, 0, 0], [0, 1, 1]])
     """
     from arecall.data.authorization import read_acl
-    from arecall.io.vectors import read_vectors, row_norms
+    from arecall.io.vectors import read_pair
 
     if metric not in ("cosine", "ip", "l2"):
         raise ArecallError(f"metric={metric!r}: must be one of cosine, ip, l2")
-    doc_file = read_vectors(documents)
-    query_file = read_vectors(queries)
-    if query_file.dims != doc_file.dims:
-        raise ArecallError(
-            f"{query_file.path}: vectors of {query_file.dims} dimensions, but the documents' "
-            f"({doc_file.path}) have {doc_file.dims}"
-        )
-    doc_norms = row_norms(doc_file, metric)
-    query_norms = row_norms(query_file, metric)
+    doc_file, query_file, doc_norms, query_norms = read_pair(documents, queries, metric)
     order = np.asarray(pc.sort_indices(doc_file.ids), dtype=np.int64)
     ordered = bool(np.array_equal(order, np.arange(len(order))))
     vectors = doc_file.vectors if ordered else np.take(doc_file.vectors, order, axis=0)
