@@ -40,10 +40,11 @@ import numpy as np
 import numpy.typing as npt
 
 from arecall.core.errors import ArecallError
+from arecall.vector._checks import check_positive_int
 from arecall.vector.config import IndexConfig
 from arecall.vector.index import Hits
 
-__all__ = ["Below", "InSet", "Predicate", "VectorStore", "check_attributes"]
+__all__ = ["Below", "HnswStore", "InSet", "Predicate", "VectorStore", "check_attributes"]
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -327,3 +328,53 @@ class VectorStore(ABC):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class HnswStore(VectorStore):
+    """A store that builds its own HNSW graph from the ``index`` config (Chroma, Milvus Lite):
+    ``m``, ``ef_construction`` and ``ef_search`` checked once here, ``ip`` or ``l2``.
+
+    Examples
+    --------
+    >>> class Toy(HnswStore):
+    ...     name = "toy"
+    ...     def build(self, vectors, attributes): ...
+    ...     def search(self, queries, k, predicate, *, prefilter): ...
+    >>> Toy.from_config(IndexConfig(m=8, ef_search=100)).ef_search
+    100
+    >>> Toy.from_config(IndexConfig(name="exact"))
+    Traceback (most recent call last):
+    ...
+    arecall.core.errors.ArecallError: index.name='exact': store toy builds an HNSW index only \
+(index=hnsw, or index.store=faiss)
+    """
+
+    metrics: ClassVar[tuple[str, ...]] = ("ip", "l2")
+
+    def __init__(
+        self,
+        *,
+        m: int = IndexConfig.m,
+        ef_construction: int = IndexConfig.ef_construction,
+        ef_search: int = IndexConfig.ef_search,
+        metric: str = "ip",
+    ) -> None:
+        self.m = check_positive_int("m", m, minimum=2)
+        self.ef_construction = check_positive_int("ef_construction", ef_construction)
+        self.ef_search = check_positive_int("ef_search", ef_search)
+        self.metric = self.check_metric(metric)
+
+    @classmethod
+    def from_config(cls, index: IndexConfig) -> Any:
+        """``index=hnsw`` with the config's HNSW parameters and metric."""
+        if index.name != "hnsw":
+            raise ArecallError(
+                f"index.name={index.name!r}: store {cls.name} builds an HNSW index only "
+                "(index=hnsw, or index.store=faiss)"
+            )
+        return cls(
+            m=index.m,
+            ef_construction=index.ef_construction,
+            ef_search=index.ef_search,
+            metric=index.metric,
+        )

@@ -31,10 +31,10 @@ import numpy as np
 import numpy.typing as npt
 
 from arecall.core.errors import ArecallError
-from arecall.vector._checks import check_k, check_matrix, check_positive_int
-from arecall.vector.config import STORE_PLACEMENTS, IndexConfig
+from arecall.vector._checks import check_k, check_matrix
+from arecall.vector.config import STORE_PLACEMENTS
 from arecall.vector.index import Hits
-from arecall.vector.stores.base import Predicate, VectorStore, check_attributes
+from arecall.vector.stores.base import HnswStore, Predicate, check_attributes
 
 __all__ = ["MILVUS_LIMIT", "MilvusStore"]
 
@@ -76,7 +76,7 @@ def _quiet_unimplemented() -> Iterator[None]:
         server.removeFilter(_unimplemented)
 
 
-class MilvusStore(VectorStore):
+class MilvusStore(HnswStore):
     """A Milvus Lite collection with an HNSW index request, metric ``IP`` (or ``L2``).
 
     Parameters
@@ -101,45 +101,13 @@ class MilvusStore(VectorStore):
 
     name = "milvus"
     placements = STORE_PLACEMENTS["milvus"]
-    metrics = ("ip", "l2")
 
-    def __init__(
-        self,
-        *,
-        m: int = IndexConfig.m,
-        ef_construction: int = IndexConfig.ef_construction,
-        ef_search: int = IndexConfig.ef_search,
-        metric: str = "ip",
-    ) -> None:
-        self.m = check_positive_int("m", m, minimum=2)
-        self.ef_construction = check_positive_int("ef_construction", ef_construction)
-        self.ef_search = check_positive_int("ef_search", ef_search)
-        self.metric = self.check_metric(metric)
+    def __init__(self, **hnsw: Any) -> None:
+        super().__init__(**hnsw)  # m, ef_construction, ef_search, metric: `HnswStore`
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._client: Any = None
         self._attributes: dict[str, npt.NDArray[Any]] = {}
         self._dims = 0
-
-    @classmethod
-    def from_config(cls, index: IndexConfig) -> MilvusStore:
-        """``index=hnsw`` with the config's HNSW parameters.
-
-        Examples
-        --------
-        >>> MilvusStore.from_config(IndexConfig(m=8, ef_search=100)).ef_search
-        100
-        """
-        if index.name != "hnsw":
-            raise ArecallError(
-                f"index.name={index.name!r}: store milvus builds an HNSW index only "
-                "(index=hnsw, or index.store=faiss)"
-            )
-        return cls(
-            m=index.m,
-            ef_construction=index.ef_construction,
-            ef_search=index.ef_search,
-            metric=index.metric,
-        )
 
     @property
     def database(self) -> Path | None:
