@@ -57,8 +57,9 @@ class ChromaStore(HnswStore):
 
     Parameters
     ----------
-    m, ef_construction, ef_search : int
-        HNSW parameters: Chroma's ``max_neighbors``, ``ef_construction``, ``ef_search``.
+    **hnsw
+        `~arecall.vector.stores.base.HnswStore`'s ``m``, ``ef_construction``, ``ef_search``
+        (Chroma's ``max_neighbors``, ``ef_construction``, ``ef_search``) and ``metric``.
 
     Examples
     --------

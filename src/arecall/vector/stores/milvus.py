@@ -81,9 +81,9 @@ class MilvusStore(HnswStore):
 
     Parameters
     ----------
-    m, ef_construction, ef_search : int
-        HNSW parameters: Milvus's ``M``, ``efConstruction``, ``ef``.
-    metric : {"ip", "l2"}
+    **hnsw
+        `~arecall.vector.stores.base.HnswStore`'s ``m``, ``ef_construction``, ``ef_search``
+        (Milvus's ``M``, ``efConstruction``, ``ef``) and ``metric`` (``IP`` or ``L2``).
 
     Examples
     --------
