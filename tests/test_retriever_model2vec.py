@@ -200,3 +200,38 @@ def test_arecall_run_ranks_with_model2vec_and_a_second_run_reads_the_cache(
         tmp_path / "out2" / "metrics.json"
     ).read_bytes()
     assert "retriever `model2vec`" in (tmp_path / "out1" / "tables.md").read_text()
+
+
+def test_the_install_stays_light_no_torch_in_what_make_install_resolves() -> None:
+    """model2vec encodes with numpy: nothing ``make install`` asks for (arecall with the extras
+    the Makefile names, and everything those require in turn) is torch, CUDA or
+    sentence-transformers."""
+    import re
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    from packaging.requirements import Requirement
+
+    from conftest import ROOT
+
+    extras = re.search(r"-e '\.\[([a-z,]+)\]'", (ROOT / "Makefile").read_text())
+    assert extras, "the Makefile's install line"
+    seen: set[str] = set()
+    todo = [("arecall", frozenset(extras.group(1).split(",")))]
+    while todo:
+        name, wanted = todo.pop()
+        key = re.sub(r"[-_.]+", "-", name).lower()
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            requires = distribution(name).requires or []
+        except PackageNotFoundError:
+            continue  # an optional requirement of a dependency, not installed
+        for line in requires:
+            req = Requirement(line)
+            markers = [{"extra": e} for e in wanted] or [{"extra": ""}]
+            if req.marker is None or any(req.marker.evaluate(m) for m in markers):
+                todo.append((req.name, frozenset(req.extras)))
+    assert "model2vec" in seen and "pymilvus" in seen  # the walk does reach the extras
+    heavy = {k for k in seen if k in {"torch", "sentence-transformers"} or k.startswith("nvidia-")}
+    assert heavy == set(), heavy
