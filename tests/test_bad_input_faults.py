@@ -472,7 +472,7 @@ LATE = [
     (
         ["retriever=../corpus/discovery"],
         "retriever=../corpus/discovery: no such retriever config (known: ",
-        "bm25, dense_lsa, sklearn_tfidf, tfidf)",
+        "bm25, dense_lsa, embeddings, model2vec, sklearn_tfidf, tfidf)",
     ),
     (["retriever=sub/tfidf"], "retriever=sub/tfidf: no such retriever config", ""),
     (["corpus=./discovery"], "corpus=./discovery: no such corpus config", ""),
