@@ -35,11 +35,11 @@ from arecall.retrievers import SCHEMAS as RETRIEVER_SCHEMAS
 from arecall.vector.config import (
     PLACEMENTS,
     SELECTIVITIES,
-    STORE_PLACEMENTS,
     IndexConfig,
     VectorsCorpusConfig,
     unanswered_placement,
 )
+from arecall.vector.stores import STORES
 
 __all__ = [
     "COMPOSED",
@@ -120,11 +120,10 @@ class ExactIndexSchema:
         """A registered store, and every placement but ``pre`` (the exact scan, any store's)
         one it answers: checked here, not by the stage that builds the store after the others
         ran. Read at check time, so a store registered at run time is known."""
-        if self.store not in STORE_PLACEMENTS:
-            known = ", ".join(sorted(STORE_PLACEMENTS))
-            yield "store", f"must be one of {known}", self.store
+        if self.store not in STORES:
+            yield "store", f"must be one of {STORES.known()}", self.store
             return
-        problem = unanswered_placement(self.store, STORE_PLACEMENTS[self.store], self.placements)
+        problem = unanswered_placement(self.store, STORES[self.store].answers, self.placements)
         if problem is not None:
             yield "placements", problem, self.placements
 

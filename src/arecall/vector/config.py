@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 __all__ = [
     "PLACEMENTS",
     "SELECTIVITIES",
-    "STORE_PLACEMENTS",
     "IndexConfig",
     "VectorsCorpusConfig",
     "unanswered_placement",
@@ -28,15 +27,6 @@ __all__ = [
 PLACEMENTS: tuple[str, ...] = ("post", "pushdown", "pre", "auto")
 #: verity 0.1.1's selectivities (fractions of the corpus a principal may use).
 SELECTIVITIES: tuple[float, ...] = (0.01, 0.03, 0.10, 0.30, 1.0)
-#: Each vector store (``arecall.vector.stores.STORES``) and the placements it answers itself;
-#: ``pre``, the exact scan, is answered for every store. Declared here, beside the config, so
-#: a config is checked when it is composed without importing the stores (faiss and scipy: a
-#: quarter of a second in every stage's process); the store classes read their own entry.
-STORE_PLACEMENTS: dict[str, tuple[str, ...]] = {
-    "chroma": ("post", "pushdown"),
-    "faiss": ("post", "pushdown", "auto"),
-    "lancedb": ("post", "pushdown"),
-}
 
 
 def unanswered_placement(
@@ -50,7 +40,7 @@ def unanswered_placement(
     --------
     >>> unanswered_placement("chroma", ("post", "pushdown"), ["post", "pre", "auto"])
     "store chroma does not answer 'auto' (it answers post, pushdown and pre)"
-    >>> unanswered_placement("faiss", STORE_PLACEMENTS["faiss"], PLACEMENTS) is None
+    >>> unanswered_placement("faiss", ("post", "pushdown", "auto"), PLACEMENTS) is None
     True
     """
     for placement in placements:
@@ -84,7 +74,7 @@ class IndexConfig:
     store : str
         The vector store that holds the index, a name in ``arecall.vector.stores.STORES``
         (``faiss`` is the reference; not in the YAML files, which rely on this default); every
-        placement but ``pre`` must be one it answers (``STORE_PLACEMENTS``).
+        placement but ``pre`` must be one it answers (its ``answers`` there).
 
     Examples
     --------
