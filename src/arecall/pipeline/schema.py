@@ -1,9 +1,9 @@
 """The experiment configuration's schema: every group option's dataclass, in Hydra's ConfigStore.
 
 Each config group mirrors the code it configures, and each option's dataclass lives next to
-that code: ``corpus`` → `arecall.data.sources.config` (and `VectorsCorpusSchema` here, for
-``corpus=vectors``), ``retriever`` → `arecall.retrievers.config`, ``profiles`` →
-`arecall.data.authorization.config`, ``index`` → the schemas below (defaults from
+that code: ``corpus`` → `arecall.data.sources.schema` (and `VectorsCorpusSchema` here, for
+``corpus=vectors``), ``retriever`` → `arecall.retrievers.schema`, ``profiles`` →
+`arecall.data.authorization.schema`, ``index`` → the schemas below (defaults from
 `arecall.vector.config.IndexConfig`), ``evaluation`` and ``tracking`` → below. `GROUPS` lists
 them; `register` stores each as ``<group>/base_<option>`` in Hydra's ConfigStore, which
 ``conf/<group>/<option>.yaml`` extends (``defaults: [base_<option>]``), so the YAML files
@@ -28,7 +28,7 @@ from arecall.core.schema import (
     setting,
     validate,
 )
-from arecall.data.authorization.config import PROFILES
+from arecall.data.authorization.schema import PROFILES
 from arecall.data.sources import SCHEMAS as SOURCE_SCHEMAS
 from arecall.pipeline.budget import check_config_memory
 from arecall.retrievers import SCHEMAS as RETRIEVER_SCHEMAS

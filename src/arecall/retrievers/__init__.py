@@ -12,7 +12,7 @@ from typing import Any, Protocol
 import scipy.sparse as sp
 
 from arecall.core.schema import select
-from arecall.retrievers.config import (
+from arecall.retrievers.schema import (
     BM25Config,
     DenseLSAConfig,
     SklearnTfidfConfig,

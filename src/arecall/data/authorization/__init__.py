@@ -27,7 +27,7 @@ compared: only the predicate A_p changes.
 
 Each model is one module of this package with a function ``authorize(collection, cfg)``, and one
 line in `MODELS`; its schema (defaults, types, ranges) is one line in
-`arecall.data.authorization.config.PROFILES`. `apply_profiles` checks the section against it,
+`arecall.data.authorization.schema.PROFILES`. `apply_profiles` checks the section against it,
 so a model reads ``cfg["key"]`` and never repeats a default. The building blocks the models share
 (ACL tables from integer codes, domains, grants) are in `arecall.data.authorization.helpers`.
 """
@@ -39,8 +39,8 @@ from typing import Any
 
 from arecall.core.errors import ArecallError
 from arecall.data.authorization import acl_file, clearance, corpus, domains, open, random
-from arecall.data.authorization.config import LEVELS, PROFILES, profiles_section
 from arecall.data.authorization.helpers import acl_frame, acl_from_masks, principal_domains
+from arecall.data.authorization.schema import LEVELS, PROFILES, profiles_section
 from arecall.data.collection import Collection
 from arecall.io.acl import read_acl
 

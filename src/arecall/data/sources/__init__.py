@@ -10,7 +10,7 @@ from typing import Any
 
 from arecall.core.schema import select
 from arecall.data.collection import Collection
-from arecall.data.sources.config import BeirConfig, DiscoveryConfig, SeedJsonConfig, SyntheticConfig
+from arecall.data.sources.schema import BeirConfig, DiscoveryConfig, SeedJsonConfig, SyntheticConfig
 
 __all__ = ["SCHEMAS", "SOURCES", "load_corpus"]
 

@@ -13,7 +13,7 @@ the corpus, so Recall@K does not fall to 0 by construction at a million document
 The generative model (every draw from one ``numpy.random.Generator`` seeded by ``corpus.seed``):
 
 * **Vocabulary.** ``vocab_size`` words ``w0…`` (default: Heaps' law on the expected number of
-  tokens, `arecall.data.sources.config.heaps_vocabulary`). Word ``wR`` is the R-th most frequent
+  tokens, `arecall.data.sources.schema.heaps_vocabulary`). Word ``wR`` is the R-th most frequent
   word of the **background**, a Zipf distribution (exponent ``zipf``) over the whole vocabulary
   that every topic shares — function words at the head, a long tail.
 * **Topics.** ``n_topics = ⌈n_docs / docs_per_topic⌉`` rounded up to a multiple of
@@ -72,7 +72,7 @@ from arecall.core.ragged import expand, offsets
 from arecall.core.schema import validate
 from arecall.data.authorization import LEVELS, acl_from_masks
 from arecall.data.collection import Collection
-from arecall.data.sources.config import SyntheticConfig, heaps_vocabulary
+from arecall.data.sources.schema import SyntheticConfig, heaps_vocabulary
 
 __all__ = ["BATCH", "LEVELS", "SyntheticSpec", "synthetic_collection"]
 
@@ -429,7 +429,7 @@ def synthetic_collection(cfg: Mapping[str, Any]) -> Collection:
     Parameters
     ----------
     cfg : mapping
-        The ``corpus`` section; see `arecall.data.sources.config.SyntheticConfig`.
+        The ``corpus`` section; see `arecall.data.sources.schema.SyntheticConfig`.
 
     Returns
     -------
