@@ -31,7 +31,7 @@ from arecall.core.schema import (
 from arecall.data.authorization.schema import PROFILES
 from arecall.data.sources import SCHEMAS as SOURCE_SCHEMAS
 from arecall.pipeline.budget import check_config_memory
-from arecall.retrievers import SCHEMAS as RETRIEVER_SCHEMAS
+from arecall.retrievers import RETRIEVERS
 from arecall.vector.config import (
     PLACEMENTS,
     SELECTIVITIES,
@@ -277,7 +277,7 @@ class TrackingConfig:
 #: group -> option -> schema. A group with one schema and no ``name`` maps its option to it.
 GROUPS: dict[str, dict[str, type]] = {
     "corpus": {**SOURCE_SCHEMAS, "vectors": VectorsCorpusSchema},
-    "retriever": dict(RETRIEVER_SCHEMAS),
+    "retriever": RETRIEVERS.schemas(),
     "profiles": dict(PROFILES),
     "index": {"none": NoIndexSchema, "exact": ExactIndexSchema, "hnsw": HnswIndexSchema},
     "evaluation": {"default": EvaluationConfig},
@@ -470,19 +470,16 @@ def _check_index_retriever(cfg: Mapping[str, Any]) -> None:
     """A vector index over a text corpus needs a retriever with dense embeddings.
 
     The vectors stage indexes the retriever's ``embed_documents()``; refusing here, not there,
-    keeps the earlier stages from running for nothing.
+    keeps the earlier stages from running for nothing. Whether a retriever has them is what its
+    registry entry answers (`arecall.retrievers.RETRIEVERS`): no retriever is built to ask.
     """
     index = cfg["index"]["name"]
     if index == "none":
         return
-    from arecall.retrievers import RETRIEVERS, make_retriever
-
     chosen = cfg["retriever"]["name"]
-    if hasattr(make_retriever(cfg["retriever"]), "embed_documents"):
+    if "embeddings" in RETRIEVERS[chosen].answers:
         return
-    dense = [
-        n for n in sorted(RETRIEVERS) if hasattr(make_retriever({"name": n}), "embed_documents")
-    ]
+    dense = RETRIEVERS.answering("embeddings")
     raise ConfigProblem(
         "index.name",
         f"index={index} needs a retriever with dense embeddings "
