@@ -37,7 +37,7 @@ def first_half(collection: Collection, cfg: Mapping[str, Any]) -> Collection:
 
 
 def test_a_model_registered_in_one_line_runs_through_apply_profiles(monkeypatch) -> None:
-    monkeypatch.setitem(MODELS, "first_half", first_half)  # the one registry line
+    monkeypatch.setitem(MODELS, "first_half", Registered("first_half", first_half))  # the line
     discovery = load_corpus({"name": "discovery"})
     out = apply_profiles(discovery, {"name": "first_half"})
     assert list(out.principal_names) == ["half"]
@@ -53,7 +53,8 @@ def test_an_unregistered_model_is_refused_naming_the_key() -> None:
 
 
 def test_every_model_is_one_module_with_an_authorize_function() -> None:
-    for name, fn in MODELS.items():
+    for name, entry in MODELS.items():
+        fn = entry.load()
         assert fn.__module__ == f"{authorization.__name__}.{name}", name
         assert fn.__name__ == "authorize"
 

@@ -28,8 +28,8 @@ from arecall.core.schema import (
     setting,
     validate,
 )
-from arecall.data.authorization.schema import PROFILES
-from arecall.data.sources import SCHEMAS as SOURCE_SCHEMAS
+from arecall.data.authorization import MODELS
+from arecall.data.sources import SOURCES
 from arecall.pipeline.budget import check_config_memory
 from arecall.retrievers import RETRIEVERS
 from arecall.vector.config import (
@@ -276,9 +276,9 @@ class TrackingConfig:
 
 #: group -> option -> schema. A group with one schema and no ``name`` maps its option to it.
 GROUPS: dict[str, dict[str, type]] = {
-    "corpus": {**SOURCE_SCHEMAS, "vectors": VectorsCorpusSchema},
+    "corpus": {**SOURCES.schemas(), "vectors": VectorsCorpusSchema},
     "retriever": RETRIEVERS.schemas(),
-    "profiles": dict(PROFILES),
+    "profiles": MODELS.schemas(),
     "index": {"none": NoIndexSchema, "exact": ExactIndexSchema, "hnsw": HnswIndexSchema},
     "evaluation": {"default": EvaluationConfig},
     "tracking": {"mlflow": TrackingConfig},
