@@ -352,7 +352,7 @@ def composable(schema: type) -> type:
 
     Examples
     --------
-    >>> from arecall.data.authorization.config import DomainsProfiles
+    >>> from arecall.data.authorization.schema import DomainsProfiles
     >>> from omegaconf import OmegaConf
     >>> cfg = OmegaConf.structured(composable(DomainsProfiles))
     >>> OmegaConf.update(cfg, "grants", {"analyst": ["analytics"]}, merge=True)
