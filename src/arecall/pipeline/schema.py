@@ -33,7 +33,7 @@ from arecall.data.sources import SOURCES
 from arecall.pipeline.budget import check_config_memory
 from arecall.retrievers import RETRIEVERS
 from arecall.vector.config import (
-    PLACEMENTS,
+    SEARCH_PLACEMENTS,
     SELECTIVITIES,
     IndexConfig,
     VectorsCorpusConfig,
@@ -113,7 +113,9 @@ class ExactIndexSchema:
     """
 
     name: str = "exact"
-    placements: list[str] = setting(list(PLACEMENTS), each=one_of(*PLACEMENTS), nonempty=True)  # noqa: RUF009 (a dataclass field)
+    placements: list[str] = setting(  # noqa: RUF009 (a dataclass field)
+        list(SEARCH_PLACEMENTS), each=one_of(*SEARCH_PLACEMENTS), nonempty=True
+    )
     target_recall: float = setting(IndexConfig.target_recall, _FRACTION)
     store: str = IndexConfig.store
 

@@ -6,8 +6,11 @@ classes (``ef_construction: int = IndexConfig.ef_construction``) rather than rep
 Field names match the YAML keys exactly, so the classes can be registered as Hydra structured
 configs (``ConfigStore``) for the ``index`` group and ``corpus=vectors``.
 
-List defaults are tuples at module level (``PLACEMENTS``, ``SELECTIVITIES``) because a dataclass
-list field needs a ``default_factory`` and so has no class attribute to point a signature at.
+List defaults are tuples at module level (``SEARCH_PLACEMENTS``, ``SELECTIVITIES``) because a
+dataclass list field needs a ``default_factory`` and so has no class attribute to point a
+signature at. ``SEARCH_PLACEMENTS`` are where a filter sits relative to an ANN search; the
+placements of a filter relative to a ranked list's truncation (post, pre, as-is) are another
+vocabulary, `arecall.core.placement.PLACEMENTS`.
 """
 
 from __future__ import annotations
@@ -16,15 +19,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 __all__ = [
-    "PLACEMENTS",
+    "SEARCH_PLACEMENTS",
     "SELECTIVITIES",
     "IndexConfig",
     "VectorsCorpusConfig",
     "unanswered_placement",
 ]
 
-#: Every placement the experiment measures, in table order.
-PLACEMENTS: tuple[str, ...] = ("post", "pushdown", "pre", "auto")
+#: Every search placement the experiment measures, in table order.
+SEARCH_PLACEMENTS: tuple[str, ...] = ("post", "pushdown", "pre", "auto")
 #: verity 0.1.1's selectivities (fractions of the corpus a principal may use).
 SELECTIVITIES: tuple[float, ...] = (0.01, 0.03, 0.10, 0.30, 1.0)
 
@@ -40,7 +43,7 @@ def unanswered_placement(
     --------
     >>> unanswered_placement("chroma", ("post", "pushdown"), ["post", "pre", "auto"])
     "store chroma does not answer 'auto' (it answers post, pushdown and pre)"
-    >>> unanswered_placement("faiss", ("post", "pushdown", "auto"), PLACEMENTS) is None
+    >>> unanswered_placement("faiss", ("post", "pushdown", "auto"), SEARCH_PLACEMENTS) is None
     True
     """
     for placement in placements:
@@ -86,7 +89,7 @@ class IndexConfig:
     m: int = 16
     ef_construction: int = 40
     ef_search: int = 64
-    placements: list[str] = field(default_factory=lambda: list(PLACEMENTS))
+    placements: list[str] = field(default_factory=lambda: list(SEARCH_PLACEMENTS))
     target_recall: float = 0.95
     store: str = "faiss"
 
