@@ -54,10 +54,10 @@ def run_vector_corpus(cfg: Mapping[str, Any]) -> pd.DataFrame:
     ['auto', 'post', 'pre', 'pushdown']
     """
     from arecall.core.schema import validate
-    from arecall.pipeline.schema import VectorsCorpusSchema
     from arecall.vector import experiment
+    from arecall.vector.config import VectorsCorpusConfig
 
-    c = validate(VectorsCorpusSchema, cfg["corpus"], "corpus")
+    c = validate(VectorsCorpusConfig, cfg["corpus"], "corpus")
     if (cfg.get("index") or {}).get("name", "none") == "none":
         raise ArecallError("index: corpus=vectors needs a vector index (index=hnsw or index=exact)")
     return experiment(
