@@ -61,7 +61,7 @@ def test_the_index_config_reaches_the_milvus_collection() -> None:
         described = store.describe_index()  # as Milvus reports it
     assert (described["index_type"], described["metric_type"]) == ("HNSW", "IP")
     assert described["indexed_rows"] == 20
-    l2 = store_from_config(IndexConfig(store="milvus", metric="l2"))
+    l2 = store_from_config(IndexConfig(store="milvus"), metric="l2")
     assert l2.index_params()["metric_type"] == "L2"
     with pytest.raises(ArecallError, match=r"^index.name='exact': store milvus builds an HNSW"):
         store_from_config(IndexConfig(name="exact", store="milvus"))

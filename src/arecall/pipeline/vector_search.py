@@ -29,42 +29,18 @@ from arecall.vector.config import IndexConfig
 __all__ = ["curve_frame", "run_text_index", "run_vector_corpus"]
 
 
-def _index_options(icfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``index`` section, checked against its schema, as the experiment's keyword arguments.
-
-    Options without HNSW parameters (``exact``) take `IndexConfig`'s, which they ignore.
-    """
+def _index_config(icfg: Mapping[str, Any]) -> IndexConfig:
+    """The ``index`` section, checked against its schema, as the typed `IndexConfig` both
+    experiments use (options without HNSW parameters, ``exact``, take its defaults and ignore
+    them): built once, not config → dict → config."""
     from arecall.core.schema import select
     from arecall.pipeline.schema import GROUPS
 
     section = select(GROUPS["index"], icfg, "index", "vector index")
     if section["name"] == "none":
         raise ArecallError("index.name: must be exact or hnsw here, got 'none'")
-    config = IndexConfig(
-        **{f.name: section[f.name] for f in fields(IndexConfig) if f.name in section}
-    )
-    return {
-        "index": config.name,
-        "m": config.m,
-        "ef_construction": config.ef_construction,
-        "ef_search": config.ef_search,
-        "placements": tuple(config.placements),
-        "target_recall": config.target_recall,
-        "store": config.store,
-    }
-
-
-def _index_config(icfg: Mapping[str, Any]) -> IndexConfig:
-    """The ``index`` section, checked, as an `IndexConfig`."""
-    options = _index_options(icfg)
     return IndexConfig(
-        name=options["index"],
-        m=options["m"],
-        ef_construction=options["ef_construction"],
-        ef_search=options["ef_search"],
-        placements=list(options["placements"]),
-        target_recall=options["target_recall"],
-        store=options["store"],
+        **{f.name: section[f.name] for f in fields(IndexConfig) if f.name in section}
     )
 
 
@@ -79,10 +55,10 @@ def run_vector_corpus(cfg: Mapping[str, Any]) -> pd.DataFrame:
     ['auto', 'post', 'pre', 'pushdown']
     """
     from arecall.core.schema import validate
-    from arecall.pipeline.schema import VectorsCorpusSchema
     from arecall.vector import experiment
+    from arecall.vector.config import VectorsCorpusConfig
 
-    c = validate(VectorsCorpusSchema, cfg["corpus"], "corpus")
+    c = validate(VectorsCorpusConfig, cfg["corpus"], "corpus")
     if (cfg.get("index") or {}).get("name", "none") == "none":
         raise ArecallError("index: corpus=vectors needs a vector index (index=hnsw or index=exact)")
     if c["documents"]:
@@ -95,7 +71,7 @@ def run_vector_corpus(cfg: Mapping[str, Any]) -> pd.DataFrame:
         selectivities=c["selectivities"],
         k=c["k"],
         threads=1,
-        **_index_options(cfg["index"]),
+        **_experiment_options(_index_config(cfg["index"])),
     )
 
 
@@ -117,6 +93,19 @@ def run_own_vectors(corpus: Mapping[str, Any], icfg: Mapping[str, Any]) -> pd.Da
     return table
 
 
+def _experiment_options(config: IndexConfig) -> dict[str, Any]:
+    """`arecall.vector.experiment`'s index keywords, from the typed config."""
+    return {
+        "index": config.name,
+        "m": config.m,
+        "ef_construction": config.ef_construction,
+        "ef_search": config.ef_search,
+        "placements": tuple(config.placements),
+        "target_recall": config.target_recall,
+        "store": config.store,
+    }
+
+
 def run_text_index(
     cfg: Mapping[str, Any],
     retriever: Any,
@@ -134,11 +123,8 @@ def run_text_index(
     """
     from arecall.vector.workload import Workload, principal_table
 
-    if not hasattr(retriever, "embed_documents"):
-        raise ArecallError(
-            f"index={cfg['index']['name']}: needs a dense retriever with embeddings "
-            f"(retriever=dense_lsa|embeddings|model2vec), not retriever={cfg['retriever']['name']}"
-        )
+    # the config check refused an index over a retriever without embeddings (one rule, checked
+    # once: arecall.pipeline.schema, from what the registry says each retriever answers)
     workload = Workload(
         vectors=retriever.embed_documents(),
         queries=retriever.embed_queries(query_inputs),

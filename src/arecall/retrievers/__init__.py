@@ -3,6 +3,12 @@
 The Hydra group ``retriever`` selects one by ``retriever.name``. A retriever only scores;
 ordering, tie-breaking and depth live in `arecall.core.ranking`, shared by all of them.
 
+`RETRIEVERS` is the registry (`arecall.core.registry`): each retriever's ``from_config``
+(imported on first use), its schema, what it answers — ``scores``, and ``embeddings`` for a
+dense one (``embed_documents``/``embed_queries``), which a vector ``index`` needs — and its
+libraries. Adding a retriever is one module with a class (``from_config``, ``fit``, ``score``),
+its schema in `arecall.retrievers.schema` and one line below.
+
 Most retrievers read texts. A *keyed* one (``keyed = True``: ``embeddings``, ``model2vec``)
 reads the corpus's ids too — vectors are stored by id — so the stages fit every retriever with
 `fit_on` and give `score` what `query_inputs` lists: the query texts, or a keyed retriever's
@@ -15,10 +21,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-import scipy.sparse as sp
-
+from arecall.core.registry import Registered, Registry
 from arecall.core.schema import select
-from arecall.retrievers.config import (
+from arecall.retrievers.schema import (
     BM25Config,
     DenseLSAConfig,
     EmbeddingsConfig,
@@ -29,10 +34,10 @@ from arecall.retrievers.config import (
 
 if TYPE_CHECKING:
     import pandas as pd
+    import scipy.sparse as sp
 
 __all__ = [
     "RETRIEVERS",
-    "SCHEMAS",
     "Retriever",
     "fit_on",
     "make_retriever",
@@ -88,59 +93,51 @@ def ranks_every_document(retriever: Any) -> bool:
     return bool(getattr(retriever, "ranks_every_document", False))
 
 
-def _tfidf(cfg: Mapping[str, Any]) -> Retriever:
-    from arecall.retrievers.tfidf import SeedTfidf
-
-    return SeedTfidf()
-
-
-def _sklearn_tfidf(cfg: Mapping[str, Any]) -> Retriever:
-    from arecall.retrievers.sklearn_tfidf import SklearnTfidf
-
-    return SklearnTfidf()
-
-
-def _bm25(cfg: Mapping[str, Any]) -> Retriever:
-    from arecall.retrievers.bm25 import BM25
-
-    return BM25.from_config(cfg)
-
-
-def _dense_lsa(cfg: Mapping[str, Any]) -> Retriever:
-    from arecall.retrievers.dense_lsa import DenseLSA
-
-    return DenseLSA.from_config(cfg)
-
-
-def _embeddings(cfg: Mapping[str, Any]) -> Retriever:
-    from arecall.retrievers.embeddings import Embeddings
-
-    return Embeddings.from_config(cfg)
-
-
-def _model2vec(cfg: Mapping[str, Any]) -> Retriever:
-    from arecall.retrievers.model2vec import Model2Vec
-
-    return Model2Vec.from_config(cfg)
-
-
-RETRIEVERS = {
-    "tfidf": _tfidf,
-    "sklearn_tfidf": _sklearn_tfidf,
-    "bm25": _bm25,
-    "dense_lsa": _dense_lsa,
-    "embeddings": _embeddings,
-    "model2vec": _model2vec,
-}
-#: Each retriever's config schema (the ``retriever`` group's options).
-SCHEMAS: dict[str, type] = {
-    "tfidf": TfidfConfig,
-    "sklearn_tfidf": SklearnTfidfConfig,
-    "bm25": BM25Config,
-    "dense_lsa": DenseLSAConfig,
-    "embeddings": EmbeddingsConfig,
-    "model2vec": Model2VecConfig,
-}
+#: Retriever name -> its factory, schema, what it answers and its libraries; one line each.
+RETRIEVERS = Registry(
+    "retriever",
+    Registered(
+        "tfidf",
+        "arecall.retrievers.tfidf:SeedTfidf.from_config",
+        TfidfConfig,
+        answers=("scores",),
+    ),
+    Registered(
+        "sklearn_tfidf",
+        "arecall.retrievers.sklearn_tfidf:SklearnTfidf.from_config",
+        SklearnTfidfConfig,
+        answers=("scores",),
+        libraries=("scikit-learn",),
+    ),
+    Registered(
+        "bm25",
+        "arecall.retrievers.bm25:BM25.from_config",
+        BM25Config,
+        answers=("scores",),
+        libraries=("bm25s",),
+    ),
+    Registered(
+        "dense_lsa",
+        "arecall.retrievers.dense_lsa:DenseLSA.from_config",
+        DenseLSAConfig,
+        answers=("scores", "embeddings"),
+        libraries=("scikit-learn",),
+    ),
+    Registered(
+        "embeddings",
+        "arecall.retrievers.embeddings:Embeddings.from_config",
+        EmbeddingsConfig,
+        answers=("scores", "embeddings"),
+        libraries=("pyarrow",),
+    ),
+    Registered(
+        "model2vec",
+        "arecall.retrievers.model2vec:Model2Vec.from_config",
+        Model2VecConfig,
+        answers=("scores", "embeddings"),
+        libraries=("model2vec", "pyarrow"),
+    ),
+)
 
 
 def make_retriever(cfg: Mapping[str, Any]) -> Retriever:
@@ -152,7 +149,10 @@ def make_retriever(cfg: Mapping[str, Any]) -> Retriever:
     'SeedTfidf'
     """
     name = cfg.get("name") if isinstance(cfg, Mapping) else None
-    if name in RETRIEVERS and name not in SCHEMAS:  # registered without a schema: no settings
-        return RETRIEVERS[name](dict(cfg))
-    section = select(SCHEMAS, cfg, "retriever", "retriever")
-    return RETRIEVERS[section["name"]](section)
+    entry = RETRIEVERS.get(name) if isinstance(name, str) else None
+    if entry is not None and entry.schema is None:  # registered without a schema: no settings
+        retriever: Retriever = entry.load()(dict(cfg))
+        return retriever
+    section = select(RETRIEVERS.schemas(), cfg, "retriever", "retriever")
+    made: Retriever = RETRIEVERS[section["name"]].load()(section)
+    return made

@@ -34,7 +34,7 @@ from arecall.core.errors import ArecallError
 from arecall.core.schema import validate
 from arecall.io.ids import as_strings, index_in
 from arecall.io.vectors import VectorFile, align, read_pair
-from arecall.retrievers.config import EmbeddingsConfig
+from arecall.retrievers.schema import EmbeddingsConfig
 
 __all__ = ["Embeddings"]
 

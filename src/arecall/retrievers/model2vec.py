@@ -34,8 +34,8 @@ import scipy.sparse as sp
 from arecall.core.errors import ArecallError
 from arecall.core.schema import validate
 from arecall.io.digest import json_digest
-from arecall.retrievers.config import Model2VecConfig
 from arecall.retrievers.embeddings import Embeddings
+from arecall.retrievers.schema import Model2VecConfig
 
 __all__ = ["Model2Vec", "load_model", "model_identity"]
 

@@ -187,8 +187,6 @@ def principal_table(
     n_docs = workload.vectors.shape[0]
     if k > n_docs:
         raise ArecallError(f"k={k}: exceeds the {n_docs} documents")
-    if config.metric != workload.metric:
-        config = IndexConfig(**{**vars(config), "metric": workload.metric})
     # each principal's mask as a document attribute the stores filter on: acl_i < 0.5 iff granted
     attributes = {f"acl_{i}": np.where(mask, 0.0, 1.0) for i, mask in enumerate(workload.masks)}
     oracle = build_index(workload.vectors, kind="exact", metric=workload.metric)
@@ -219,7 +217,7 @@ def principal_table(
                     }
                 )
 
-    with store_from_config(config) as store:
+    with store_from_config(config, workload.metric) as store:
         store.build(workload.vectors, attributes)
         if "auto" in config.placements:
             store.calibrate(
@@ -230,7 +228,7 @@ def principal_table(
         if name == config.store:
             continue
         audited = IndexConfig(**{**vars(config), "store": name, "name": "hnsw"})
-        with store_from_config(audited) as store:
+        with store_from_config(audited, workload.metric) as store:
             store.build(workload.vectors, attributes)
             measured(store, ("post", "pushdown"), f"{name}/")
     frame = pd.DataFrame([row for i in granted for row in rows[i]])

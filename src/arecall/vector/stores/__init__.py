@@ -1,22 +1,36 @@
 """Vector stores (one file per store), reached by name from ``experiment`` and ``audit``.
 
-``STORES`` is the registry: adding a store is one module with a `VectorStore` subclass, one
-line below and one in ``arecall.vector.config.STORE_PLACEMENTS``. ``make_store(name,
-**params)`` builds one with explicit parameters (``audit``); ``store_from_config(index)``
-builds the one an ``index`` config names (``experiment``).
+`STORES` is the registry (`arecall.core.registry`): each store's adapter class, imported on
+first use, the placements it answers itself (``pre``, the exact scan, is every store's) and the
+libraries it runs on. The config check reads what a store answers from here without importing
+it (faiss and scipy would cost every stage's process a quarter of a second), and the vector
+cache keys its entries on the chosen store's libraries. Adding a store is one module with a
+`VectorStore` subclass and one line below. ``make_store(name, **params)`` builds one with
+explicit parameters (``audit``); ``store_from_config(index)`` builds the one an ``index`` config
+names (``experiment``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from arecall.core.errors import ArecallError
-from arecall.vector.config import IndexConfig
-from arecall.vector.stores.base import Below, InSet, Predicate, VectorStore, check_attributes
-from arecall.vector.stores.chroma import ChromaStore
-from arecall.vector.stores.faiss import FaissStore
-from arecall.vector.stores.lancedb import LanceDBStore
-from arecall.vector.stores.milvus import MilvusStore
+from arecall.core.registry import Registered, Registry
+
+if TYPE_CHECKING:
+    from arecall.vector.config import IndexConfig
+    from arecall.vector.stores.base import (
+        Below,
+        InSet,
+        Predicate,
+        VectorStore,
+        check_attributes,
+    )
+    from arecall.vector.stores.chroma import ChromaStore
+    from arecall.vector.stores.faiss import FaissStore
+    from arecall.vector.stores.lancedb import LanceDBStore
+    from arecall.vector.stores.milvus import MilvusStore
 
 __all__ = [
     "STORES",
@@ -34,13 +48,56 @@ __all__ = [
     "store_from_config",
 ]
 
-#: Store name -> adapter class; one line per store.
-STORES: dict[str, type[VectorStore]] = {
-    "chroma": ChromaStore,
-    "faiss": FaissStore,
-    "lancedb": LanceDBStore,
-    "milvus": MilvusStore,
+#: Store name -> its adapter, the placements it answers and its libraries; one line per store.
+STORES = Registry(
+    "vector store",
+    Registered(
+        "chroma",
+        "arecall.vector.stores.chroma:ChromaStore",
+        answers=("post", "pushdown"),
+        libraries=("chromadb",),
+    ),
+    Registered(
+        "faiss",
+        "arecall.vector.stores.faiss:FaissStore",
+        answers=("post", "pushdown", "auto"),
+        libraries=("faiss-cpu",),
+    ),
+    Registered(
+        "lancedb",
+        "arecall.vector.stores.lancedb:LanceDBStore",
+        answers=("post", "pushdown"),
+        libraries=("lancedb",),
+    ),
+    Registered(
+        "milvus",
+        "arecall.vector.stores.milvus:MilvusStore",
+        answers=("post", "pushdown"),
+        libraries=("pymilvus", "milvus-lite"),
+    ),
+)
+
+# The interface and the adapters by name, imported on first use (the registry is read by every
+# config check; the adapters load faiss, LanceDB or Chroma).
+_LAZY = {
+    "Below": "arecall.vector.stores.base",
+    "ChromaStore": "arecall.vector.stores.chroma",
+    "FaissStore": "arecall.vector.stores.faiss",
+    "InSet": "arecall.vector.stores.base",
+    "LanceDBStore": "arecall.vector.stores.lancedb",
+    "MilvusStore": "arecall.vector.stores.milvus",
+    "Predicate": "arecall.vector.stores.base",
+    "VectorStore": "arecall.vector.stores.base",
+    "check_attributes": "arecall.vector.stores.base",
 }
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def store_class(name: str, *, key: str = "store") -> type[VectorStore]:
@@ -57,8 +114,9 @@ def store_class(name: str, *, key: str = "store") -> type[VectorStore]:
 milvus
     """
     if name not in STORES:
-        raise ArecallError(f"{key}={name!r}: must be one of {', '.join(sorted(STORES))}")
-    return STORES[name]
+        raise ArecallError(f"{key}={name!r}: must be one of {STORES.known()}")
+    cls: type[VectorStore] = STORES[name].load()
+    return cls
 
 
 def make_store(name: str, **params: Any) -> VectorStore:
@@ -72,12 +130,14 @@ def make_store(name: str, **params: Any) -> VectorStore:
     return store_class(name)(**params)
 
 
-def store_from_config(index: IndexConfig) -> VectorStore:
-    """The store ``index.store`` names, configured from the ``index`` config.
+def store_from_config(index: IndexConfig, metric: str = "ip") -> VectorStore:
+    """The store ``index.store`` names, configured from the ``index`` config, built for
+    ``metric`` (``ip`` or ``l2``: the vectors decide it, not the ``index`` group).
 
     Examples
     --------
+    >>> from arecall.vector.config import IndexConfig
     >>> store_from_config(IndexConfig(name="exact")).name
     'faiss'
     """
-    return store_class(index.store, key="index.store").from_config(index)
+    return store_class(index.store, key="index.store").from_config(index, metric)

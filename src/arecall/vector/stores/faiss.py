@@ -17,9 +17,10 @@ import numpy as np
 import numpy.typing as npt
 
 from arecall.core.errors import ArecallError
-from arecall.vector.config import STORE_PLACEMENTS, IndexConfig
+from arecall.vector.config import IndexConfig
 from arecall.vector.index import INDEX_KINDS, METRICS, Hits, VectorIndex, build_index
 from arecall.vector.placement import AutoPlanner, answer, calibrate_auto
+from arecall.vector.stores import STORES
 from arecall.vector.stores.base import Predicate, VectorStore, check_attributes
 
 __all__ = ["FaissStore"]
@@ -49,7 +50,7 @@ class FaissStore(VectorStore):
     """
 
     name = "faiss"
-    placements = STORE_PLACEMENTS["faiss"]
+    placements = STORES["faiss"].answers
     metrics = METRICS
 
     def __init__(
@@ -75,7 +76,7 @@ class FaissStore(VectorStore):
         self._attributes: dict[str, npt.NDArray[Any]] = {}
 
     @classmethod
-    def from_config(cls, index: IndexConfig) -> FaissStore:
+    def from_config(cls, index: IndexConfig, metric: str = "ip") -> FaissStore:
         """``index=hnsw`` or ``index=exact`` with the config's HNSW parameters.
 
         Examples
@@ -88,7 +89,7 @@ class FaissStore(VectorStore):
             m=index.m,
             ef_construction=index.ef_construction,
             ef_search=index.ef_search,
-            metric=index.metric,
+            metric=metric,
         )
 
     @property

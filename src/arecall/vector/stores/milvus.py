@@ -32,17 +32,36 @@ import numpy.typing as npt
 
 from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_matrix
-from arecall.vector.config import STORE_PLACEMENTS
 from arecall.vector.index import Hits
-from arecall.vector.stores.base import HnswStore, Predicate, check_attributes
+from arecall.vector.stores import STORES
+from arecall.vector.stores.base import Below, HnswStore, Predicate, check_attributes
 
-__all__ = ["MILVUS_LIMIT", "MilvusStore"]
+__all__ = ["MILVUS_LIMIT", "MilvusStore", "where_milvus"]
 
 #: Milvus's largest ``limit`` (top-k) per search.
 MILVUS_LIMIT = 16384
 #: Rows per ``insert`` call.
 _INSERT_BATCH = 5000
 _COLLECTION = "docs"
+
+
+def where_milvus(where: Predicate, dtype: npt.DTypeLike | None = None) -> str:
+    """A predicate as a Milvus boolean expression, for a column of ``dtype`` (`Below.bound`):
+    the SQL comparison, or ``in [...]`` (``false`` for the empty set).
+
+    Examples
+    --------
+    >>> from arecall.vector.stores.base import InSet
+    >>> where_milvus(Below("draw", 0.03)), where_milvus(Below("group", 2.5), np.int64)
+    ('draw < 0.03', 'group < 3')
+    >>> where_milvus(InSet("group", [4, 1])), where_milvus(InSet("group", []))
+    ('group in [1, 4]', 'false')
+    """
+    if isinstance(where, Below):
+        return f"{where.column} < {where.bound(dtype)!r}"
+    if not where.values:
+        return "false"
+    return f"{where.column} in [{', '.join(str(v) for v in where.values)}]"
 
 
 def _import_client() -> Any:
@@ -100,7 +119,7 @@ class MilvusStore(HnswStore):
     """
 
     name = "milvus"
-    placements = STORE_PLACEMENTS["milvus"]
+    placements = STORES["milvus"].answers
 
     def __init__(self, **hnsw: Any) -> None:
         super().__init__(**hnsw)  # m, ef_construction, ef_search, metric: `HnswStore`
@@ -221,7 +240,7 @@ class MilvusStore(HnswStore):
         mask = where.mask(self._attributes)  # validates the column (and evaluates post)
         if prefilter:
             column = self._attributes[where.column]  # present: mask() checked it
-            return self._query(q, k, where.milvus(column.dtype))
+            return self._query(q, k, where_milvus(where, column.dtype))
         hits = self._query(q, k, None)
         return hits.select(mask[np.maximum(hits.ids, 0)])
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from arecall.core.schema import NON_NEGATIVE, POSITIVE, Rule, interval, one_of, setting
 
@@ -50,9 +50,6 @@ class RetrieverConfig:
     name: str = ""
     depth: int | None = setting(None, POSITIVE)
     chunk_queries: int = setting(1024, POSITIVE)
-    #: Whether the retriever has dense embeddings a vector index can hold (``index=hnsw|exact``):
-    #: declared with the schema, so a config is checked without constructing the retriever.
-    embeds: ClassVar[bool] = False
 
 
 @dataclass
@@ -114,7 +111,6 @@ class DenseLSAConfig(RetrieverConfig):
     n_components: int = setting(128, POSITIVE)
     random_state: int = setting(0, NON_NEGATIVE)
     n_iter: int = setting(5, NON_NEGATIVE)
-    embeds: ClassVar[bool] = True
 
 
 @dataclass
@@ -138,7 +134,6 @@ class EmbeddingsConfig(RetrieverConfig):
     documents: str | None = None
     queries: str | None = None
     metric: str = setting("cosine", one_of(*EMBEDDING_METRICS))
-    embeds: ClassVar[bool] = True
 
     def problems(self) -> Iterator[tuple[str, str, Any]]:
         """Both files are required."""
@@ -171,7 +166,6 @@ class Model2VecConfig(RetrieverConfig):
     metric: str = setting("cosine", one_of(*EMBEDDING_METRICS))
     batch_size: int = setting(1024, POSITIVE)
     cache: str = setting("data/embeddings", Rule("a directory", bool))
-    embeds: ClassVar[bool] = True
 
     def problems(self) -> Iterator[tuple[str, str, Any]]:
         """A model is required."""
