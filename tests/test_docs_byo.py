@@ -186,7 +186,7 @@ def test_the_vector_experiment_measures_your_principals_and_three_stores_as_the_
 
 
 @pytest.mark.long
-def test_the_vector_experiment_runs_on_milvus_lite_and_finds_it_exact_as_the_stores_page_says(
+def test_the_vector_experiment_runs_on_milvus_lite_as_the_stores_page_shows(
     tmp_path: Path,
 ) -> None:
     work = link_venv(tmp_path)
@@ -201,7 +201,9 @@ def test_the_vector_experiment_runs_on_milvus_lite_and_finds_it_exact_as_the_sto
     assert table.groupby("selectivity")["mode"].apply(tuple).unique().tolist() == [
         ("post", "pushdown", "pre")
     ]
-    # the page's finding: Milvus Lite's answers are exact, filtered (pushdown) or not (post at
-    # 100%), where faiss's graph at the same settings misses neighbours (reports/vector_search.md)
-    assert (table[table["mode"] == "pushdown"]["recall"] == 1.0).all()
-    assert table[(table["mode"] == "post") & (table["selectivity"] == 1.0)]["recall"].item() == 1.0
+    # the page's finding: Milvus Lite's filtered search returns k at every selectivity (no short
+    # answer), and post-filtering falls short below 100%, as on every store
+    pushdown = table[table["mode"] == "pushdown"]
+    assert (pushdown["returned"] == 10).all() and (pushdown["short"] == 0).all()
+    post = table[(table["mode"] == "post") & (table["selectivity"] < 1.0)]
+    assert (post["short"] > 0).all()

@@ -21,7 +21,7 @@ from arecall.core.errors import ArecallError
 from arecall.pipeline.vector_search import run_vector_corpus
 from arecall.vector import build_index
 from arecall.vector.config import IndexConfig
-from arecall.vector.generator import BenchData, l2_normalise
+from arecall.vector.generator import BenchData, generate, l2_normalise
 from arecall.vector.index import VectorIndex
 from arecall.vector.measurement import audit, measure_store
 from arecall.vector.stores import Below, InSet, MilvusStore, store_from_config
@@ -122,13 +122,25 @@ def test_under_a_correlated_acl_milvus_filtered_search_returns_k_post_returns_no
     assert rows["post"]["returned"] == 0 and rows["post"]["short"] == 1.0
     assert rows["pushdown"]["returned"] == K and rows["pushdown"]["short"] == 0.0
     assert rows["pre"]["recall"] == 1.0 and rows["pre"]["plan"] == "scan"
-    # as measured with milvus-lite 3.2: its filtered search is exact where faiss's graph walk
-    # at the same efSearch is not (the benchmarks page's table)
-    assert rows["pushdown"]["recall"] == 1.0
+    assert rows["pushdown"]["recall"] > 0.9  # its graph's filtered search: approximate
+    # the same documents, filtered by threshold or by group: the same answers
     below = milvus.search(data.queries, K, Below("draw", 0.3), prefilter=True)
     np.testing.assert_array_equal(
         below.ids, milvus.search(data.queries, K, where, prefilter=True).ids
     )
+
+
+def test_milvus_searches_its_hnsw_graph_from_the_first_query() -> None:
+    """Loaded before its index existed, Milvus Lite answered by brute force for the first
+    seconds (recall 1.0 at any ef) and by its graph later: the adapter indexes, then loads, so
+    the very first search is the graph's (at ef = 10 it misses neighbours an exact scan finds)."""
+    data = generate(3000, 64, 20, 3)
+    exact = build_index(data.vectors, kind="exact").exact(data.queries, K)
+    with MilvusStore(ef_search=10) as store:
+        store.build(data.vectors, {"draw": data.draws})
+        hits = store.search(data.queries, K, Below("draw", 2.0), prefilter=False)
+    found = [len(set(a) & set(b)) / K for a, b in zip(hits.rows(), exact.rows(), strict=True)]
+    assert np.mean(found) < 0.9
 
 
 def test_an_empty_group_set_admits_nothing_on_milvus(
@@ -144,7 +156,7 @@ def test_the_milvus_audit_and_experiment_on_a_small_corpus() -> None:
     df = audit(store="milvus", **small)
     assert df["mode"].tolist() == ["milvus/post", "milvus/pre"] * 3
     pre = df[df["mode"] == "milvus/pre"]
-    assert pre["returned"].tolist() == [10.0] * 3 and pre["recall"].tolist() == [1.0] * 3
+    assert pre["returned"].tolist() == [10.0] * 3 and (pre["recall"] > 0.9).all()
     post = df[df["mode"] == "milvus/post"].set_index("selectivity")
     assert post.loc[0.03, "returned"] < 2 and post.loc[1.0, "returned"] == 10
     cfg = {
