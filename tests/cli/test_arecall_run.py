@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from arecall.core.scoring import SEED_K_KEYS
 
-from conftest import FAST_PROOF
+from tests.helpers import FAST_PROOF
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ import yaml
 from arecall.cli import COMMANDS
 from arecall.pipeline.config import CONF_DIR
 
-from conftest import VENV_BIN
+from tests.helpers import VENV_BIN
 
 
 @pytest.mark.parametrize("flag", ["--help", "-h"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from conftest import VENV_BIN
+from tests.helpers import VENV_BIN
 
 
 def test_fuse_then_evaluate_round_trips(tmp_path, arecall):

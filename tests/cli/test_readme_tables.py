@@ -14,7 +14,7 @@ from arecall.core.errors import ArecallError
 from arecall.pipeline.config import load_params
 from arecall.pipeline.run import run_in_memory
 
-from conftest import ROOT
+from tests.helpers import ROOT
 
 
 def test_every_generated_table_in_the_readme_and_docs_equals_its_report():

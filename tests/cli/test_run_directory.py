@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from conftest import FAST_PROOF, VENV_BIN, dvc_env
+from tests.helpers import FAST_PROOF, VENV_BIN, dvc_env
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ from arecall.core.placement import place_all
 from arecall.core.ranking import rank_queries, rank_scores
 from arecall.core.scoring import exact_mean, score_pairs
 
-from conftest import rank_world
+from tests.helpers import rank_world
 
 
 @st.composite

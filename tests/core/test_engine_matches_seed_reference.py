@@ -12,7 +12,7 @@ import pytest
 
 from arecall.pipeline.config import default_config
 
-from conftest import ROOT
+from tests.helpers import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 

@@ -32,7 +32,7 @@ from arecall.io.trec import Run
 from arecall.vector.index import Hits
 from arecall.vector.oracle import score_hits
 
-from conftest import rank_world
+from tests.helpers import rank_world
 
 TOL = 1e-12
 

@@ -28,7 +28,7 @@ from arecall.data.collection import Collection
 from arecall.data.sources.synthetic import synthetic_collection
 from arecall.retrievers.tfidf import SeedTfidf
 
-from conftest import ROOT
+from tests.helpers import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 

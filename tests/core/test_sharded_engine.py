@@ -33,7 +33,7 @@ from arecall.evaluate.evaluation import evaluate
 from arecall.pipeline.config import default_config
 from arecall.pipeline.run import Layout, filter_lists, generate, prove, rank, score
 
-from conftest import FAST_PROOF
+from tests.helpers import FAST_PROOF
 
 #: Seconds the cluster may take to start, and to stop.
 START_TIMEOUT, STOP_TIMEOUT = 60, 30

@@ -13,7 +13,7 @@ from arecall.data.sources.beir import read_beir, read_qrels
 from arecall.pipeline.config import default_config
 from arecall.pipeline.run import run_in_memory
 
-from conftest import assert_proved_on_every_pair
+from tests.helpers import assert_proved_on_every_pair
 
 DOCS = [
     {"_id": "d3", "title": "Chromatography", "text": "column peak resolution"},

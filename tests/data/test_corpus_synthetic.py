@@ -25,7 +25,7 @@ from arecall.pipeline.config import default_config
 from arecall.pipeline.run import run_in_memory
 from arecall.retrievers.tfidf import SeedTfidf
 
-from conftest import ROOT, assert_proved_on_every_pair, fast_config
+from tests.helpers import ROOT, assert_proved_on_every_pair, fast_config
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 

@@ -16,7 +16,7 @@ from arecall.data.sources import load_corpus
 from arecall.pipeline.config import default_config
 from arecall.pipeline.run import run_in_memory
 
-from conftest import assert_proved_on_every_pair
+from tests.helpers import assert_proved_on_every_pair
 
 SYNTH = {"name": "synthetic", "seed": 5, "n_domains": 6, "docs_per_domain": 30, "n_principals": 7}
 

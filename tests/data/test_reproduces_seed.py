@@ -24,7 +24,7 @@ from arecall.data.sources.seed_json import document_text, read_seed_json
 from arecall.pipeline.run import run_in_memory
 from arecall.retrievers import make_retriever
 
-from conftest import FAST_PROOF, fast_config, write_seed_dir
+from tests.helpers import FAST_PROOF, fast_config, write_seed_dir
 
 
 def assert_same_numbers(ours: dict, theirs: dict) -> None:

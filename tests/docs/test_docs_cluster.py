@@ -15,9 +15,8 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from _docs import background, clone_of, fixed_ports, sh, wait_http, write_trec_files
-
-from conftest import ROOT
+from tests._docs import background, clone_of, fixed_ports, sh, wait_http, write_trec_files
+from tests.helpers import ROOT
 
 pytestmark = pytest.mark.long
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from _docs import (
+from tests._docs import (
     BENCHMARK,
     NOT_RUN,
     RUN_BY_CI,
@@ -28,8 +28,7 @@ from _docs import (
     shown_commands,
     write_trec_files,
 )
-
-from conftest import ROOT, write_seed_dir
+from tests.helpers import ROOT, write_seed_dir
 
 
 def test_every_command_the_docs_show_is_run_by_a_test_or_listed_with_its_reason():

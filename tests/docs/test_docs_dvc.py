@@ -9,9 +9,8 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from _docs import clone_of, sh
-
-from conftest import ROOT, git
+from tests._docs import clone_of, sh
+from tests.helpers import ROOT, git
 
 pytestmark = pytest.mark.long
 

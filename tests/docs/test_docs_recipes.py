@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from _docs import clone_of, link_venv, sh, shell_env
-
-from conftest import ROOT, dvc, git, write_seed_dir
+from tests._docs import clone_of, link_venv, sh, shell_env
+from tests.helpers import ROOT, dvc, git, write_seed_dir
 
 pytestmark = pytest.mark.long
 

@@ -30,7 +30,7 @@ from arecall.io.atomic import atomic_path, write_text
 from arecall.pipeline.config import default_config, load_params
 from arecall.pipeline.layout import Layout
 
-from conftest import FAST_PROOF, ROOT, VENV_BIN, write_seed_dir
+from tests.helpers import FAST_PROOF, ROOT, VENV_BIN, write_seed_dir
 
 GIB = 1 << 30
 

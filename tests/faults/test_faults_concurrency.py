@@ -17,7 +17,7 @@ from mlflow.tracking import MlflowClient
 from arecall.core.measures import mlflow_key
 from arecall.pipeline.run import run_in_memory
 
-from conftest import VENV_BIN, fast_config
+from tests.helpers import VENV_BIN, fast_config
 
 POINTS = [
     (retriever, profiles)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, dvc, git, snapshot_repo
+from tests.helpers import ROOT, dvc, git, snapshot_repo
 
 INJECTOR = """
 import os, signal, sys
@@ -102,9 +102,8 @@ def test_sigterm_to_dvc_repro_while_track_logs_ends_the_run_killed_wherever_it_l
     import signal
     import subprocess
 
-    from _holding import holding_at, release, wait_ready
-
-    from conftest import VENV_BIN, dvc_env
+    from tests._holding import holding_at, release, wait_ready
+    from tests.helpers import VENV_BIN, dvc_env
 
     work = snapshot_repo(tmp_path / "arecall")
     proc = dvc(work, "repro")

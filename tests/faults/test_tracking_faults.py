@@ -22,7 +22,6 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from _holding import holding_at, holding_env, release, wait_ready
 from arecall.pipeline.layout import Layout
 from arecall.pipeline.run import run_all
 from arecall.tracking.pipeline import log_run
@@ -30,7 +29,8 @@ from arecall.tracking.run import TrackedRun
 from arecall.tracking.store import TrackingError, open_store
 from arecall.tracking.vector import vector_metrics
 
-from conftest import FAST_PROOF, VENV_BIN, fast_config
+from tests._holding import holding_at, holding_env, release, wait_ready
+from tests.helpers import FAST_PROOF, VENV_BIN, fast_config
 
 RUN = "q1 Q0 a 1 0.9 sys\nq1 Q0 x 2 0.8 sys\nq1 Q0 b 3 0.7 sys\nq2 Q0 c 1 0.5 sys\n"
 QRELS = "q1 0 a 1\nq1 0 b 2\nq2 0 d 1\n"
@@ -387,7 +387,7 @@ def test_eight_concurrent_writers_on_a_fresh_store_all_land_and_the_store_stays_
 
 
 def test_arecall_log_dot_logs_a_dvc_repository_params_and_reports(tmp_path, mlflow_store, arecall):
-    from conftest import ROOT
+    from tests.helpers import ROOT
 
     (tmp_path / "reports").mkdir()
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(fast_config()))
@@ -428,7 +428,7 @@ def test_arecall_log_refuses_results_already_in_the_store_unless_forced(
 
 def _run_dir(tmp_path: Path, config: dict) -> Path:
     """A run directory as `arecall run` leaves it: Hydra's saved config and the reports."""
-    from conftest import ROOT
+    from tests.helpers import ROOT
 
     out = tmp_path / "run"
     (out / ".hydra").mkdir(parents=True)

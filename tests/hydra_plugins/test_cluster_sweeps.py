@@ -22,10 +22,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mlflow.tracking import MlflowClient
 
-from _cluster import LOOPBACK, dask_cluster
-from test_sweeps_mlflow_server import mlflow_server  # noqa: F401 (the fixture)
-
-from conftest import FAST_PROOF, ROOT, VENV_BIN, write_seed_dir
+from tests._cluster import LOOPBACK, dask_cluster
+from tests.helpers import FAST_PROOF, ROOT, VENV_BIN, write_seed_dir
+from tests.tracking.test_sweeps_mlflow_server import mlflow_server  # noqa: F401 (the fixture)
 
 
 def _arecall(

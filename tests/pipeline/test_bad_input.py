@@ -15,7 +15,7 @@ import pytest
 
 from arecall.retrievers import RETRIEVERS
 
-from conftest import ROOT, VENV_BIN, write_seed_dir
+from tests.helpers import ROOT, VENV_BIN, write_seed_dir
 
 KNOWN = ", ".join(sorted(RETRIEVERS))
 

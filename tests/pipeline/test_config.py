@@ -12,9 +12,9 @@ from arecall.data.authorization import MODELS
 from arecall.data.sources import SOURCES
 from arecall.pipeline.config import CONF_DIR, checked, default_config, load_params
 from arecall.retrievers import RETRIEVERS
-from test_typed_config import REQUIRED
 
-from conftest import ROOT
+from tests.helpers import ROOT
+from tests.pipeline.test_typed_config import REQUIRED
 
 
 def test_params_yaml_is_the_composition_of_conf_defaults():

@@ -22,9 +22,9 @@ from arecall.core.errors import ArecallError
 from arecall.pipeline.config import CONF_DIR, default_config
 from arecall.pipeline.layout import Layout
 from arecall.pipeline.schema import COMPOSED, GROUPS, SECTIONS
-from test_typed_config import REQUIRED
 
-from conftest import ROOT
+from tests.helpers import ROOT
+from tests.pipeline.test_typed_config import REQUIRED
 
 DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
 

@@ -19,7 +19,7 @@ from mlflow.tracking import MlflowClient
 from arecall.pipeline.config import default_config
 from arecall.tracking.provenance import config_hash
 
-from conftest import FAST_PROOF, dvc, git, snapshot_repo
+from tests.helpers import FAST_PROOF, dvc, git, snapshot_repo
 
 #: dvc, asserting it succeeded
 dvc_ok = partial(dvc, check=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import dvc, git, snapshot_repo
+from tests.helpers import dvc, git, snapshot_repo
 
 #: dvc, asserting it succeeded
 dvc_ok = partial(dvc, check=True)

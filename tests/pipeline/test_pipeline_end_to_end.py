@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import ROOT, dvc, git, snapshot_repo
+from tests.helpers import ROOT, dvc, git, snapshot_repo
 
 # every test here runs `dvc repro` on a fresh copy (30 s and more): `make test-faults`, in CI
 pytestmark = [pytest.mark.slow, pytest.mark.long]

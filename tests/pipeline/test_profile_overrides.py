@@ -17,7 +17,7 @@ import pytest
 
 from arecall.pipeline.config import default_config
 
-from conftest import FAST_PROOF, dvc, snapshot_repo
+from tests.helpers import FAST_PROOF, dvc, snapshot_repo
 
 pytestmark = pytest.mark.slow
 

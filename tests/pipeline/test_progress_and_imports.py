@@ -16,7 +16,7 @@ import yaml
 
 from arecall.pipeline.stages import PROGRESS_ENV
 
-from conftest import FAST_PROOF, ROOT, fast_config
+from tests.helpers import FAST_PROOF, ROOT, fast_config
 
 #: Libraries that cost a second or more to import, each needed by one optional path only.
 HEAVY = (

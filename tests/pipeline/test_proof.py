@@ -22,7 +22,7 @@ from arecall.data.collection import Collection
 from arecall.pipeline.config import default_config
 from arecall.pipeline.run import Layout, filter_lists, generate, prove, rank, score
 
-from conftest import fast_config
+from tests.helpers import fast_config
 
 
 def test_all_property_claims_hold_at_the_configured_strength():

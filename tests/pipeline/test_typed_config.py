@@ -16,7 +16,7 @@ from arecall.core.errors import ArecallError
 from arecall.pipeline.config import CONF_DIR, default_config, load_params
 from arecall.pipeline.schema import GROUPS
 
-from conftest import ROOT
+from tests.helpers import ROOT
 
 # (overrides, dotted key, what the message says)
 BAD = [

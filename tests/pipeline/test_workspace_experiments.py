@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from _holding import holding_env, release
-
-from conftest import FAST_PROOF, VENV_BIN, dvc, dvc_env, git, snapshot_repo
+from tests._holding import holding_env, release
+from tests.helpers import FAST_PROOF, VENV_BIN, dvc, dvc_env, git, snapshot_repo
 
 pytestmark = [pytest.mark.faults, pytest.mark.long]
 

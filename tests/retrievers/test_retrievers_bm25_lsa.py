@@ -19,7 +19,7 @@ from arecall.retrievers.dense_lsa import DenseLSA
 from arecall.retrievers.sklearn_tfidf import SklearnTfidf
 from arecall.retrievers.tfidf import encode, tokenize
 
-from conftest import assert_proved_on_every_pair, fast_config
+from tests.helpers import assert_proved_on_every_pair, fast_config
 
 CORPUS = {"name": "synthetic", "seed": 11, "n_domains": 5, "docs_per_domain": 40}
 

@@ -22,7 +22,7 @@ from mlflow import MlflowClient
 
 from arecall.tracking.run import TrackedRun
 
-from conftest import FAST_PROOF, ROOT, VENV_BIN
+from tests.helpers import FAST_PROOF, ROOT, VENV_BIN
 
 pytestmark = pytest.mark.slow
 

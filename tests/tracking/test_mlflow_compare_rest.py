@@ -17,9 +17,8 @@ from typing import Any
 
 import pytest
 
-from test_sweeps_mlflow_server import mlflow_server  # noqa: F401 (the fixture)
-
-from conftest import FAST_PROOF
+from tests.helpers import FAST_PROOF
+from tests.tracking.test_sweeps_mlflow_server import mlflow_server  # noqa: F401 (the fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.long]
 

@@ -19,9 +19,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from _holding import holding_env, release
-
-from conftest import FAST_PROOF, VENV_BIN
+from tests._holding import holding_env, release
+from tests.helpers import FAST_PROOF, VENV_BIN
 
 pytestmark = pytest.mark.slow
 

@@ -20,7 +20,7 @@ from mlflow.tracking import MlflowClient
 
 from arecall.tracking.tracker import TrackerProcess, wants_tracker
 
-from conftest import FAST_PROOF
+from tests.helpers import FAST_PROOF
 
 
 def _tracker_children() -> list[psutil.Process]:

@@ -13,7 +13,7 @@ from arecall.pipeline.run import run_all
 from arecall.tracking.pipeline import log_run, pipeline_run
 from arecall.tracking.provenance import config_hash
 
-from conftest import fast_config, git
+from tests.helpers import fast_config, git
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from mlflow.tracking import MlflowClient
 
 from arecall.tracking.store import holds_nothing, open_store
 
-from conftest import VENV_BIN
+from tests.helpers import VENV_BIN
 
 RUN = "q1 Q0 a 1 0.9 sys\nq1 Q0 x 2 0.8 sys\nq1 Q0 b 3 0.7 sys\nq2 Q0 c 1 0.5 sys\n"
 QRELS = "q1 0 a 1\nq1 0 b 2\nq2 0 d 1\n"

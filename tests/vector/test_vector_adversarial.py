@@ -56,7 +56,7 @@ def recall(hits: Hits, oracle: Hits) -> float:
 @functools.cache
 def load_bench() -> Any:
     """The adversarial benchmark script as a module (it lives in benchmarks/, not the package)."""
-    path = Path(__file__).parents[1] / "benchmarks" / "bench_adversarial.py"
+    path = Path(__file__).parents[2] / "benchmarks" / "bench_adversarial.py"
     spec = importlib.util.spec_from_file_location("bench_adversarial", path)
     assert spec is not None and spec.loader is not None
     bench = importlib.util.module_from_spec(spec)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from arecall.vector.bench import render_benchmark, run_benchmark
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_benchmark_rows_and_targets() -> None:
