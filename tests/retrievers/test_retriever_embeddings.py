@@ -26,7 +26,7 @@ from arecall.pipeline.stages.generate import generate
 from arecall.pipeline.stages.index_search import index_search
 from arecall.pipeline.stages.rank import rank
 
-from conftest import FAST_PROOF, assert_proved_on_every_pair, write_seed_dir
+from tests.helpers import FAST_PROOF, assert_proved_on_every_pair, write_seed_dir
 
 DIMS = 6
 

@@ -16,7 +16,7 @@ from arecall.io.vectors import read_vectors
 from arecall.retrievers import fit_on, make_retriever, query_inputs
 from arecall.retrievers.model2vec import Model2Vec, load_model
 
-from conftest import WORDS, write_seed_dir
+from tests.helpers import WORDS, write_seed_dir
 
 
 def tiny_model(directory: Path, seed: int = 0, dims: int = 8) -> Path:
@@ -211,7 +211,7 @@ def test_the_install_stays_light_no_torch_in_what_make_install_resolves() -> Non
 
     from packaging.requirements import Requirement
 
-    from conftest import ROOT
+    from tests.helpers import ROOT
 
     extras = re.search(r"-e '\.\[([a-z,]+)\]'", (ROOT / "Makefile").read_text())
     assert extras, "the Makefile's install line"

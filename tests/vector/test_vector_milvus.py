@@ -25,7 +25,8 @@ from arecall.vector.generator import BenchData, generate, l2_normalise
 from arecall.vector.index import VectorIndex
 from arecall.vector.measurement import audit, measure_store
 from arecall.vector.stores import Below, InSet, MilvusStore, store_from_config
-from test_vector_chroma import AUTHORIZED, WITHOUT_AUTO, K, clustered, rows_by_mode
+
+from tests.vector.test_vector_chroma import AUTHORIZED, WITHOUT_AUTO, K, clustered, rows_by_mode
 
 
 @pytest.fixture(scope="module")

@@ -14,11 +14,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from _docs import documented, link_venv, sh, shell_env
 from arecall.io.vectors import read_vectors
-from test_retriever_model2vec import tiny_model
 
-from conftest import ROOT, write_seed_dir
+from tests._docs import documented, link_venv, sh, shell_env
+from tests.helpers import ROOT, write_seed_dir
+from tests.retrievers.test_retriever_model2vec import tiny_model
 
 GUIDE = ROOT / "docs" / "guides" / "bring-your-own.md"
 
@@ -201,9 +201,9 @@ def test_the_vector_experiment_runs_on_milvus_lite_as_the_stores_page_shows(
     assert table.groupby("selectivity")["mode"].apply(tuple).unique().tolist() == [
         ("post", "pushdown", "pre")
     ]
-    # the page's finding: Milvus Lite's filtered search returns k at every selectivity (no short
-    # answer), and post-filtering falls short below 100%, as on every store
-    pushdown = table[table["mode"] == "pushdown"]
-    assert (pushdown["returned"] == 10).all() and (pushdown["short"] == 0).all()
+    # the page's finding: Milvus Lite filters inside its graph walk, which starves at 1% as
+    # faiss's does (recall far below the scan's), and post-filtering falls short below 100%
+    pushdown = table[table["mode"] == "pushdown"].set_index("selectivity")
+    assert pushdown.loc[0.01, "recall"] < 0.9
     post = table[(table["mode"] == "post") & (table["selectivity"] < 1.0)]
     assert (post["short"] > 0).all()
