@@ -23,7 +23,8 @@ compared: only the predicate A_p changes.
   probability ``selectivity`` (seeded): the authorization analogue of a selectivity sweep.
 * ``acl_file`` — a TSV of ``doc_id<TAB>principal-or-group`` lines, with an optional TSV of
   ``principal<TAB>group`` lines that expands group grants to members (see
-  `arecall.io.acl.read_acl`).
+  `arecall.data.authorization.helpers.read_acl`, which expands them with
+  `arecall.io.acl.load_acl`, the expansion ``arecall evaluate`` uses).
 
 Each model is one module of this package with a function ``authorize(collection, cfg)``, and one
 line in `MODELS`; its schema (defaults, types, ranges) is one line in
@@ -40,9 +41,13 @@ from typing import Any
 from arecall.core.errors import ArecallError
 from arecall.data.authorization import acl_file, clearance, corpus, domains, open, random
 from arecall.data.authorization.config import LEVELS, PROFILES, profiles_section
-from arecall.data.authorization.helpers import acl_frame, acl_from_masks, principal_domains
+from arecall.data.authorization.helpers import (
+    acl_frame,
+    acl_from_masks,
+    principal_domains,
+    read_acl,
+)
 from arecall.data.collection import Collection
-from arecall.io.acl import read_acl
 
 __all__ = [
     "LEVELS",

@@ -1,7 +1,7 @@
 """``profiles=acl_file``: grants from a TSV file of ``doc_id<TAB>principal-or-group`` lines.
 
 An optional TSV of ``principal<TAB>group`` lines (``profiles.groups``) expands group grants to
-members; the files are read by `arecall.io.acl.read_acl`.
+members; the files are read by `arecall.data.authorization.helpers.read_acl`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from dataclasses import replace
 from typing import Any
 
 from arecall.core.errors import ArecallError
+from arecall.data.authorization.helpers import read_acl
 from arecall.data.collection import Collection
-from arecall.io.acl import read_acl
 
 __all__ = ["authorize"]
 
