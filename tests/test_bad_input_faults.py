@@ -276,6 +276,11 @@ def test_a_k_within_memory_is_accepted(memory_20gib):
             "vector_search.corpus.n_docs",
             "vectors",
         ),
+        (  # issue 38 item 7: resamples were never estimated (~100 s, then a memory traceback)
+            ["evaluation.significance.resamples=10000000000000"],
+            "evaluation.significance.resamples",
+            "resamples",
+        ),
     ],
     ids=lambda v: v[-1] if isinstance(v, list) else None,
 )

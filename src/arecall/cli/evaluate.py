@@ -23,9 +23,11 @@ import pandas as pd
 from arecall.core.engine import ENGINES, make_engine
 from arecall.core.errors import ArecallError, print_error
 from arecall.core.placement import PLACEMENTS
+from arecall.core.schema import ConfigProblem
 from arecall.core.significance import resamples_problem
 from arecall.evaluate.evaluation import Evaluation, compare, evaluate, parse_ks
 from arecall.evaluate.fusion import DEFAULT_SMOOTHING, fuse_runs, reorderings_on_reload
+from arecall.evaluate.inputs import DEFAULTS
 from arecall.io.atomic import write_text
 from arecall.io.trec import TIES, load_run, save_run
 
@@ -56,6 +58,17 @@ def _guard(main: Callable[[list[str]], int], argv: Sequence[str]) -> int:
         return print_error(exc)
     except SystemExit as exc:  # --help / --version
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+
+
+def _count(text: str) -> int:
+    """A whole number, also written as ``1e4``; argparse names the flag on failure."""
+    try:
+        value = float(text) if any(c in text for c in ".eE") else int(text)
+    except ValueError:
+        raise ValueError(text) from None
+    if isinstance(value, float) and not (value.is_integer() and abs(value) < 2**63):
+        raise ValueError(text)
+    return int(value)
 
 
 def _names(text: str, flag: str) -> list[str]:
@@ -102,15 +115,16 @@ def _evaluate_parser() -> argparse.ArgumentParser:
         help="comma-separated principals; ACL names outside the "
         "list (and its groups) are errors. Default: every principal in the ACL",
     )
-    p.add_argument("--k", default="1,3,5,10", help="cutoffs (default: 1,3,5,10)")
+    ks = ",".join(map(str, DEFAULTS.ks))
+    p.add_argument("--k", default=ks, help=f"cutoffs (default: {ks})")
     p.add_argument(
         "--placement",
         choices=PLACEMENTS,
         default=None,
-        help="which list ARecall@K and --worst describe: post = filter after top-K "
-        "(default), pre = filter before, as-is = the run unfiltered",
+        help="which list ARecall@K and --worst describe: post = filter after top-K, pre = "
+        f"filter before, as-is = the run unfiltered (default: {DEFAULTS.placement})",
     )
-    p.add_argument("--ties", choices=TIES, default="docid", help="order of equal scores")
+    p.add_argument("--ties", choices=TIES, default=DEFAULTS.ties, help="order of equal scores")
     p.add_argument("--format", choices=("table", "json", "csv"), default="table")
     p.add_argument(
         "--compare-run",
@@ -130,11 +144,16 @@ def _evaluate_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE", help="write the report here instead of stdout")
     p.add_argument(
         "--resamples",
-        type=int,
-        default=9999,
-        help="bootstrap / randomization resamples (default 9999)",
+        type=_count,
+        default=DEFAULTS.n_resamples,
+        help=f"bootstrap / randomization resamples (default {DEFAULTS.n_resamples})",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the resampling (default 0)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=DEFAULTS.seed,
+        help=f"seed of the resampling (default {DEFAULTS.seed})",
+    )
     p.add_argument(
         "--engine",
         choices=ENGINES,
@@ -227,9 +246,15 @@ def _evaluate(argv: list[str]) -> int:
                 raise ArecallError(f"{flag} needs --acl")
     if args.worst < 0:
         raise ArecallError(f"--worst: expected N >= 0, got {args.worst}")
-    problem = resamples_problem(args.resamples, 0.95)  # evaluate's interval is a 95% one
+    problem = resamples_problem(args.resamples, DEFAULTS.confidence)
     if problem is not None:
         raise ArecallError(f"--resamples: {problem}, got {args.resamples}")
+    from arecall.pipeline.budget import check_resamples_memory  # before any file is read
+
+    try:
+        check_resamples_memory(args.resamples, "--resamples")
+    except ConfigProblem as exc:
+        raise ArecallError(str(exc)) from None
     if args.block_principals < 0:
         raise ArecallError(f"--block-principals: expected N >= 0, got {args.block_principals}")
     if args.engine == "dask" and args.acl is None:
@@ -242,21 +267,23 @@ def _evaluate(argv: list[str]) -> int:
         ks = parse_ks(args.k)
     except ArecallError as exc:
         raise ArecallError(f"--{exc}") from None
-    principals = _names(args.principals, "--principals") if args.principals else None
+    principals = _names(args.principals, "--principals") if args.principals is not None else None
     options: dict[str, Any] = dict(
         acl=args.acl,
         k=ks,
         principals=principals,
         groups=args.groups,
-        placement=args.placement or "post",
+        placement=args.placement or DEFAULTS.placement,
         ties=args.ties,
         n_resamples=args.resamples,
         seed=args.seed,
+        # every pair's values are read again for rows, a comparison and the worst pairs
+        keep_pairs=bool(args.rows or args.compare_run or args.worst),
     )
     with make_engine(
         args.engine, args.scheduler, args.block_principals, scheduler_setting="--scheduler"
     ) as engine:
-        ev = evaluate(args.run, args.qrels, **options, engine=engine)
+        ev = evaluate(args.run, args.qrels, **options, keep_run=bool(args.worst), engine=engine)
         summary = ev.summary()
         comparison = None
         if args.compare_run is not None:
@@ -270,7 +297,7 @@ def _evaluate(argv: list[str]) -> int:
     worst = ev.worst(args.worst) if args.worst else None
     report = _render(args.format, ev, comparison, worst, (args.run, args.compare_run or ""))
     if args.rows:
-        write_text(args.rows, ev.rows.to_csv(index=False))
+        ev.write_rows(args.rows)
     if args.out:
         write_text(args.out, report)
     else:
@@ -340,7 +367,7 @@ def _fuse_parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", help="comma-separated weights, one per RUN (default all 1)")
     p.add_argument("--limit", type=int, help="keep the top N fused results per query")
     p.add_argument("--name", default="rrf", help="tag of the fused run (default rrf)")
-    p.add_argument("--ties", choices=TIES, default="docid", help="order of equal scores")
+    p.add_argument("--ties", choices=TIES, default=DEFAULTS.ties, help="order of equal scores")
     p.add_argument(
         "--contributions",
         metavar="TSV",

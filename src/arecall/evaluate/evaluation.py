@@ -60,7 +60,15 @@ from arecall.core.engine import Engine, LocalEngine
 from arecall.core.errors import ArecallError
 from arecall.core.placement import PLACEMENTS
 from arecall.core.significance import delta_significance, delta_significance_counts, exact_mean
-from arecall.evaluate.inputs import Retriever, RunSource, as_acl, as_qrels, parse_ks, run_source
+from arecall.evaluate.inputs import (
+    DEFAULTS,
+    Retriever,
+    RunSource,
+    as_acl,
+    as_qrels,
+    parse_ks,
+    run_source,
+)
 from arecall.evaluate.kernels import (
     AUTHORIZED_MEASURES,
     STANDARD_MEASURES,
@@ -227,16 +235,16 @@ def evaluate(
     run_or_retriever: Run | Mapping[str, Mapping[str, float]] | str | os.PathLike[str] | Retriever,
     qrels: Qrels | Mapping[str, Mapping[str, int]] | str | os.PathLike[str],
     acl: Acl | Mapping[str, Iterable[str]] | str | os.PathLike[str] | None = None,
-    k: Iterable[int] | str = (1, 3, 5, 10),
+    k: Iterable[int] | str = DEFAULTS.ks,
     *,
     principals: Sequence[str] | None = None,
     groups: str | os.PathLike[str] | None = None,
-    placement: str = "post",
-    ties: Ties = "docid",
+    placement: str = DEFAULTS.placement,
+    ties: Ties = DEFAULTS.ties,
     significance: bool = True,
-    confidence: float = 0.95,
-    n_resamples: int = 9999,
-    seed: int = 0,
+    confidence: float = DEFAULTS.confidence,
+    n_resamples: int = DEFAULTS.n_resamples,
+    seed: int = DEFAULTS.seed,
     engine: Engine | None = None,
     keep_pairs: bool = False,
     keep_run: bool = False,
@@ -348,9 +356,9 @@ def compare(
     b: Evaluation,
     *,
     measures: Sequence[str] | None = None,
-    confidence: float = 0.95,
-    n_resamples: int = 9999,
-    seed: int = 0,
+    confidence: float = DEFAULTS.confidence,
+    n_resamples: int = DEFAULTS.n_resamples,
+    seed: int = DEFAULTS.seed,
 ) -> pd.DataFrame:
     """Paired comparison of two evaluations on the same queries (and principals): Δ = A − B.
 

@@ -22,9 +22,45 @@ from arecall.io.acl import Acl, load_acl
 from arecall.io.text import BLOCK, check_file
 from arecall.io.trec import Qrels, Run, Ties, load_qrels, read_run
 
-__all__ = ["Retriever", "RunSource", "as_acl", "as_qrels", "parse_ks", "run_source"]
+__all__ = [
+    "DEFAULTS",
+    "Defaults",
+    "Retriever",
+    "RunSource",
+    "as_acl",
+    "as_qrels",
+    "parse_ks",
+    "run_source",
+]
 
 Retriever = Callable[[str], Iterable[Any]]
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """``evaluate``'s defaults, in one place: the function and the command line read them here.
+
+    Attributes
+    ----------
+    ks : tuple of int
+        Cutoffs (the seed's table's).
+    placement : str
+        Which list ARecall@K describes.
+    ties : str
+        Order of equal scores (doc id ascending; see `arecall.io.trec`).
+    confidence, n_resamples, seed
+        The paired bootstrap interval and randomization test of the gap.
+    """
+
+    ks: tuple[int, ...] = (1, 3, 5, 10)
+    placement: str = "post"
+    ties: Ties = "docid"
+    confidence: float = 0.95
+    n_resamples: int = 9999
+    seed: int = 0
+
+
+DEFAULTS = Defaults()
 
 
 def parse_ks(k: Iterable[int] | str) -> tuple[int, ...]:

@@ -269,25 +269,14 @@ class Evaluation:
                 sig["gap_nonempty"] = self._delta_counts(*histogram)
             row["significance"] = sig
 
+    def _options(self) -> dict[str, Any]:
+        return {name: self._significance[name] for name in ("confidence", "n_resamples", "seed")}
+
     def _delta(self, a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
-        options = self._significance
-        return delta_significance(
-            a,
-            b,
-            confidence=options.get("confidence", 0.95),
-            n_resamples=options.get("n_resamples", 9999),
-            seed=options.get("seed", 0),
-        )
+        return delta_significance(a, b, **self._options())
 
     def _delta_counts(self, values: np.ndarray, counts: np.ndarray) -> dict[str, Any]:
-        options = self._significance
-        return delta_significance_counts(
-            values,
-            counts,
-            confidence=options.get("confidence", 0.95),
-            n_resamples=options.get("n_resamples", 9999),
-            seed=options.get("seed", 0),
-        )
+        return delta_significance_counts(values, counts, **self._options())
 
     def summary(self) -> dict[str, Any]:
         """Means per K and the counts behind them, as a JSON-ready dict.

@@ -19,6 +19,10 @@ configuration refused here could not have run. What they count:
   per grant an int64 code.
 * **corpus=vectors** (the ``vector_search`` experiment's corpus): the float32 document and
   query vectors.
+* **Resamples** (`arecall.core.significance`): the bootstrap's resampled means, their sorted
+  copy and the randomization test's null distribution, float64 each, per resample
+  (`arecall.core.significance.resamples_bytes`); ``evaluation.significance.resamples`` here,
+  ``arecall evaluate --resamples`` there (`check_resamples_memory`).
 
 `check_config_memory` runs with the typed configuration check (composition and ``params.yaml``),
 where sizes the configuration does not fix (a corpus read from files) count as 1 — a lower
@@ -50,6 +54,7 @@ __all__ = [
     "available_memory",
     "check_config_memory",
     "check_lists_memory",
+    "check_resamples_memory",
     "config_sizes",
     "list_bytes",
     "require_memory",
@@ -265,6 +270,25 @@ def _synthetic_memory(corpus: Mapping[str, Any]) -> None:
     )
 
 
+def check_resamples_memory(n_resamples: int, key: str) -> None:
+    """Refuse a number of resamples whose arrays cannot fit in memory, naming ``key``.
+
+    Examples
+    --------
+    >>> check_resamples_memory(9999, "--resamples")
+    """
+    from arecall.core.significance import resamples_bytes
+
+    require_memory(
+        resamples_bytes(n_resamples),
+        key,
+        f"{n_resamples} resamples",
+        "for the bootstrap and the randomization test",
+        n_resamples,
+        plural=True,
+    )
+
+
 def check_config_memory(cfg: Mapping[str, Any]) -> None:
     """Refuse a checked configuration whose dominant arrays cannot fit in memory.
 
@@ -282,6 +306,9 @@ def check_config_memory(cfg: Mapping[str, Any]) -> None:
     ):
         if isinstance(section, Mapping) and section.get("name") == "vectors":
             _vectors_memory(prefix, section)
+    significance = (cfg.get("evaluation") or {}).get("significance") or {}
+    if "resamples" in significance:
+        check_resamples_memory(significance["resamples"], "evaluation.significance.resamples")
     corpus = cfg["corpus"]
     if corpus["name"] == "vectors":
         return
