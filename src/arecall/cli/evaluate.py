@@ -16,9 +16,7 @@ import json
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from arecall.core.engine import ENGINES, make_engine
 from arecall.core.errors import ArecallError, print_error
@@ -30,6 +28,9 @@ from arecall.evaluate.fusion import DEFAULT_SMOOTHING, fuse_runs, reorderings_on
 from arecall.evaluate.inputs import DEFAULTS
 from arecall.io.atomic import write_text
 from arecall.io.trec import TIES, load_run, save_run
+
+if TYPE_CHECKING:  # pandas loads only for the outputs that need it
+    import pandas as pd
 
 __all__ = ["evaluate_main", "fuse_main"]
 

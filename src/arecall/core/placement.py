@@ -15,16 +15,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
-from tqdm import tqdm
 
 from arecall.core.errors import ArecallError
 from arecall.core.measures import Authorized
 from arecall.core.ragged import positions_in_runs
-from arecall.core.ranking import Ranking
-from arecall.io.atomic import write_npz
+
+if TYPE_CHECKING:  # scipy and the ranking load when lists are placed: ``arecall evaluate``
+    import scipy.sparse as sp  # imports this module for the names alone
+
+    from arecall.core.ranking import Ranking
 
 __all__ = [
     "COMPARED",
@@ -102,6 +104,8 @@ class PlacedLists:
 
     def save(self, path: str | Path) -> None:
         arrays = {f: getattr(self, f) for f in ("post", "post_rank", "pre", "pre_rank")}
+        from arecall.io.atomic import write_npz
+
         write_npz(path, arrays)
 
     @classmethod
@@ -143,6 +147,9 @@ def place_all(
     """
     if k_max <= 0:
         raise ValueError(f"k_max must be positive, got {k_max}")
+    import scipy.sparse as sp
+    from tqdm import tqdm
+
     allowed = np.ascontiguousarray(np.asarray(sp.csr_matrix(acl).toarray(), dtype=bool))
     n_principals, n_queries = allowed.shape[0], ranking.n_queries
     shape = (n_principals, n_queries, k_max)

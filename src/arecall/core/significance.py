@@ -35,7 +35,6 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from arecall.core.errors import ArecallError
 
@@ -234,6 +233,8 @@ def paired_bootstrap_ci(
     lo_q, hi_q = alpha, 1.0 - alpha
     used = "percentile"
     if method == "BCa":
+        from scipy import special  # loaded when an interval is computed
+
         # scipy.stats._resampling._bca_interval, with the jackknife of the mean in closed form
         below = np.count_nonzero(means < theta) + np.count_nonzero(means <= theta)
         z0 = special.ndtri(below / (2.0 * len(means)))
@@ -446,6 +447,8 @@ def _bca_from_counts(
     means = _batched(n_resamples, len(values), draw)
     alpha = (1.0 - confidence) / 2.0
     lo_q, hi_q, used = alpha, 1.0 - alpha, "percentile"
+    from scipy import special
+
     below = np.count_nonzero(means < theta) + np.count_nonzero(means <= theta)
     z0 = special.ndtri(below / (2.0 * len(means)))
     jack = (n * theta - values) / (n - 1)

@@ -51,10 +51,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from arecall.core.engine import Engine, LocalEngine
 from arecall.core.errors import ArecallError
@@ -86,6 +85,9 @@ from arecall.evaluate.result import Core, Evaluation
 from arecall.io.acl import Acl, load_acl
 from arecall.io.text import BLOCK
 from arecall.io.trec import Qrels, Run, RunNotGrouped, Ties
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "AUTHORIZED_MEASURES",
@@ -418,6 +420,8 @@ def compare(
                     "n": sig["n"],
                 }
             )
+    import pandas as pd
+
     return pd.DataFrame(rows)
 
 

@@ -12,10 +12,9 @@ import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from arecall.core.errors import ArecallError
@@ -28,6 +27,9 @@ from arecall.io.acl import Acl
 from arecall.io.atomic import atomic_path
 from arecall.io.ids import index_in
 from arecall.io.trec import Qrels, Run
+
+if TYPE_CHECKING:  # pandas loads when a table is asked for, not to print a summary
+    import pandas as pd
 
 __all__ = ["Core", "Evaluation"]
 
@@ -99,6 +101,8 @@ class Evaluation:
 
     @cached_property
     def per_query(self) -> pd.DataFrame:
+        import pandas as pd
+
         c = self._core
         data: dict[str, Any] = {
             "query_id": c.query_ids,
@@ -129,6 +133,8 @@ class Evaluation:
         return c.spill.read(start, stop)
 
     def _pair_frame(self, counts: Mapping[str, np.ndarray], start: int) -> pd.DataFrame:
+        import pandas as pd
+
         c = self._core
         n_p, nq = counts["n_auth"].shape
         data: dict[str, Any] = {
@@ -294,6 +300,8 @@ class Evaluation:
 
     def summary_frame(self) -> pd.DataFrame:
         """The per-K means as a DataFrame (one row per K), significance flattened."""
+        import pandas as pd
+
         rows = []
         for k, row in self._summary["k"].items():
             flat = {"k": int(k)}
@@ -329,6 +337,8 @@ class Evaluation:
         >>> ev.worst(1)[["query_id", "recall@1", "returned", "missed"]].to_dict("records")
         [{'query_id': 'q', 'recall@1': 0.0, 'returned': ['a'], 'missed': ['b', 'c']}]
         """
+        import pandas as pd
+
         k = self.ks[-1] if k is None else k
         self._k_index(k)
         if self.acl is not None:

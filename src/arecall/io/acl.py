@@ -31,15 +31,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import scipy.sparse as sp
 
 from arecall.core.errors import ArecallError
 from arecall.io.ids import as_strings, encode, index_in
 from arecall.io.text import Chunk, check_file, chunk_fields, chunks, parse_chunk
+
+if TYPE_CHECKING:  # scipy loads with an ACL: an evaluation without one never needs it
+    import scipy.sparse as sp
 
 __all__ = [
     "ACL_HEADERS",
@@ -315,6 +318,8 @@ class Acl:
         >>> Acl.from_mapping({"a": ["x"], "b": ["y"]}).select(["b", "z"]).allowed("b")
         {'y'}
         """
+        import scipy.sparse as sp
+
         keep = tuple(principals)
         index = {p: i for i, p in enumerate(self.principals)}
         rows = np.array([index.get(p, -1) for p in keep], dtype=np.int64)
@@ -336,6 +341,8 @@ class Acl:
         """Each document's pattern (the set of principals it is granted to, as a number) and
         the patterns' principals (a pattern × principal matrix): documents granted alike share
         one, so a lookup per retrieved document touches a small table."""
+        import scipy.sparse as sp
+
         by_doc = self.grants.T.tocsr()
         by_doc.sort_indices()
         n_docs = by_doc.shape[0]
@@ -421,6 +428,8 @@ def expand(
     >>> sorted(acl.allowed("alice")), sorted(acl.allowed("bob"))
     (['d1'], ['d2'])
     """
+    import scipy.sparse as sp
+
     if len(set(principals)) != len(principals):
         dup = next(p for p in principals if list(principals).count(p) > 1)
         raise ArecallError(f"principal {dup!r} is listed twice")

@@ -42,7 +42,7 @@ import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Literal, cast
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -103,44 +103,81 @@ def check_file(path: str | os.PathLike[str]) -> Path:
     return p
 
 
-class _Prefixed(io.RawIOBase):
+class _Source:
+    """A file's bytes, decompressed when it is gzip, read into buffers the caller owns.
+
+    One open, and the two bytes that tell gzip apart are kept, so a pipe works too; a plain
+    file is read straight into the caller's buffer (no copy through an intermediate one).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._raw = path.open("rb", buffering=0)
+        head = b""
+        while len(head) < 2:
+            more = self._raw.read(2 - len(head))
+            if not more:
+                break
+            head += more
+        self._head = head
+        self._gzip: gzip.GzipFile | None = None
+        if head == _GZIP_MAGIC:
+            self._gzip = gzip.GzipFile(fileobj=io.BufferedReader(_Replay(head, self._raw)))
+            self._head = b""
+
+    def fill(self, view: memoryview) -> int:
+        """Read into ``view`` until it is full or the input ends; the bytes read."""
+        done = 0
+        if self._head:
+            done = min(len(self._head), len(view))
+            view[:done] = self._head[:done]
+            self._head = self._head[done:]
+        reader = self._gzip if self._gzip is not None else self._raw
+        while done < len(view):
+            got = reader.readinto(view[done:])
+            if not got:
+                break
+            done += got
+        return done
+
+    def read(self, limit: int) -> bytes:
+        """Everything, up to ``limit`` bytes (read a piece at a time, not allocated up front)."""
+        out = bytearray()
+        while len(out) < limit:
+            piece = bytearray(min(1 << 24, limit - len(out)))
+            got = self.fill(memoryview(piece))
+            out += piece[:got]
+            if got < len(piece):
+                break
+        return bytes(out)
+
+    def __enter__(self) -> _Source:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._gzip is not None:
+            self._gzip.close()
+        self._raw.close()
+
+
+class _Replay(io.RawIOBase):
     """The bytes already taken from a stream (to sniff gzip), then the rest of the stream."""
 
-    def __init__(self, prefix: bytes, rest: BinaryIO) -> None:
+    def __init__(self, prefix: bytes, rest: Any) -> None:
         self._prefix, self._rest = prefix, rest
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+    def readinto(self, buffer: Any) -> int:
         if self._prefix:
             n = min(len(buffer), len(self._prefix))
             buffer[:n] = self._prefix[:n]
             self._prefix = self._prefix[n:]
             return n
-        return self._rest.readinto(buffer)  # type: ignore[attr-defined]
-
-    def close(self) -> None:
-        self._rest.close()
-        super().close()
+        return int(self._rest.readinto(buffer) or 0)
 
 
-def _open(path: Path) -> BinaryIO:
-    """The file's bytes, decompressed when it is gzip; one open, so a pipe works too."""
-    fh = path.open("rb")
-    head = b""
-    while len(head) < 2:
-        more = fh.read(2 - len(head))
-        if not more:
-            break
-        head += more
-    stream = io.BufferedReader(_Prefixed(head, fh), 1 << 16)
-    if head == _GZIP_MAGIC:
-        return cast(BinaryIO, gzip.GzipFile(fileobj=stream, mode="rb"))
-    return cast(BinaryIO, stream)
-
-
-def _decode(raw: bytes, path: Path, number: int) -> str:
+def _decode(raw: bytes | bytearray, path: Path, number: int) -> str:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -164,11 +201,11 @@ class Chunk:
 
     path: Path
     first_line: int
-    data: bytes
+    data: bytes | bytearray
 
-    def lines(self) -> Iterator[tuple[int, bytes]]:
+    def lines(self) -> Iterator[tuple[int, bytes | bytearray]]:
         """``(line number, bytes without the \\n)`` of every line of the block."""
-        parts = self.data.split(b"\n")
+        parts: list[bytes | bytearray] = list(self.data.split(b"\n"))
         if parts and parts[-1] == b"":
             parts.pop()
         return enumerate(parts, start=self.first_line)
@@ -183,7 +220,7 @@ def _too_long(path: Path, number: int) -> ArecallError:
 
 #: ``cut(data, end)``: where a block ending at ``end`` (just past a line end) should stop, so
 #: that a group of lines stays in one block; 0 asks for more data first.
-Cut = Callable[[bytes, int], int]
+Cut = Callable[[bytes | bytearray, int], int]
 
 
 def chunks(
@@ -207,24 +244,28 @@ def chunks(
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.txt"
     >>> _ = p.write_bytes(b"\\xef\\xbb\\xbfa\\nb\\nc")
-    >>> [(c.first_line, c.data) for c in chunks(p, size=2)]
+    >>> [(c.first_line, bytes(c.data)) for c in chunks(p, size=2)]
     [(1, b'a\\n'), (2, b'b\\n'), (3, b'c')]
     """
     p = check_file(path)
     number, pending, first = 1, b"", True
     try:
-        with _open(p) as fh:
+        with _Source(p) as source:
             while True:
+                # a fresh buffer per block: the previous one may still be parsed in a thread
+                data = bytearray(len(pending) + max(size, len(_BOM)))
+                data[: len(pending)] = pending
                 try:
-                    more = fh.read(max(size, len(_BOM)))
+                    got = source.fill(memoryview(data)[len(pending) :])
                 except (OSError, EOFError, zlib.error) as exc:
                     at = number + pending.count(b"\n")
                     raise ArecallError(f"{p}: line {at}: cannot read: {exc}") from None
-                data = pending + more if pending else more
+                del data[len(pending) + got :]
                 if first:
                     first = False
-                    data = data[len(_BOM) :] if data.startswith(_BOM) else data
-                if not more:
+                    if data.startswith(_BOM):
+                        del data[: len(_BOM)]
+                if not got:
                     if len(data) - (data.rfind(b"\n") + 1) > MAX_LINE:
                         raise _too_long(p, number + data.count(b"\n"))
                     if data:
@@ -241,12 +282,12 @@ def chunks(
                             f"{p}: line {number}: more than {group >> 20} MiB {what}; "
                             "a group is read whole"
                         )
-                    pending = data
+                    pending = bytes(data)
                     continue
-                block = data[:end]
-                yield Chunk(p, number, block)
-                number += block.count(b"\n")
-                pending = data[end:]
+                pending = bytes(data[end:])
+                del data[end:]
+                yield Chunk(p, number, data)
+                number += data.count(b"\n")
     except OSError as exc:  # opening, or closing a truncated gzip
         raise ArecallError(f"{p}: cannot read: {exc}") from None
 
@@ -332,8 +373,8 @@ def read_text(path: str | os.PathLike[str]) -> str:
     """
     p = check_file(path)
     try:
-        with _open(p) as fh:
-            data = fh.read(MAX_TEXT + 1)
+        with _Source(p) as source:
+            data = source.read(MAX_TEXT + 1)
     except (OSError, EOFError, zlib.error) as exc:
         raise ArecallError(f"{p}: cannot read: {exc}") from None
     if len(data) > MAX_TEXT:
@@ -346,7 +387,7 @@ def read_text(path: str | os.PathLike[str]) -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
-def _plain(data: bytes, delim: str, sep: Separator) -> bool:
+def _plain(data: bytes | bytearray, delim: str, sep: Separator) -> bool:
     """Would pyarrow split ``data`` into the fields the strict reader sees (empty ones aside)?
 
     pyarrow ends a line at a lone ``\r`` too, and in a whitespace-separated format it would keep

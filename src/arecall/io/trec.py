@@ -367,7 +367,30 @@ def _dict_score(score: Any, qid: Any, doc: Any) -> float:
 # -- building: validation, ordering, grouping ------------------------------------------------------
 
 
-def _line(where: str, lines: np.ndarray | None, row: int) -> str:
+class Consecutive:
+    """The line numbers of rows read from consecutive lines: row i is line ``first + i``.
+
+    What a block pyarrow parsed has; numbers are made only for the rows a message names (a
+    whole array per block would cost a write per row for nothing).
+    """
+
+    def __init__(self, first: int, n: int) -> None:
+        self.first, self.n = first, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.first + np.asarray(index) if not isinstance(index, int) else self.first + index
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return np.arange(self.first, self.first + self.n, dtype=dtype or np.int64)
+
+
+LineNumbers = np.ndarray | Consecutive
+
+
+def _line(where: str, lines: LineNumbers | None, row: int) -> str:
     """'FILE: line N' for a file row, or 'WHERE: row N' for in-memory input."""
     if lines is None:
         return f"{where}: row {row}"
@@ -401,7 +424,7 @@ def _raise_duplicate(
     q: np.ndarray,
     d: np.ndarray,
     vocabularies: tuple[pa.Array, pa.Array],
-    lines: np.ndarray | None,
+    lines: LineNumbers | None,
     where: str,
     what: str,
     order_of: np.ndarray | None = None,
@@ -489,7 +512,7 @@ def _build_run(
     name: str,
     ties: Ties,
     where: str,
-    lines: np.ndarray | None,
+    lines: LineNumbers | None,
     keep_order: bool = False,
 ) -> Run:
     if ties not in TIES:
@@ -617,7 +640,7 @@ class _RunRows:
     qids: pa.Array
     docs: pa.Array
     scores: np.ndarray
-    lines: np.ndarray
+    lines: LineNumbers
     tag: str
 
 
@@ -634,7 +657,7 @@ def _run_rows(chunk: Chunk) -> _RunRows | None:
             table["f0"].chunk(0),
             table["f2"].chunk(0),
             np.asarray(table["f4"].chunk(0).to_numpy(), dtype=np.float64),
-            np.arange(chunk.first_line, chunk.first_line + table.num_rows, dtype=np.int64),
+            Consecutive(chunk.first_line, table.num_rows),
             str(tags.dictionary[tags.indices[0].as_py()].as_py()),
         )
     qids: list[str] = []
@@ -665,7 +688,7 @@ def _run_rows(chunk: Chunk) -> _RunRows | None:
 _FIRST_FIELD = re.compile(rb"[ \t\r\v\f]*([^ \t\n\r\v\f]*)")
 
 
-def _query_cut(data: bytes, end: int) -> int:
+def _query_cut(data: bytes | bytearray, end: int) -> int:
     """Where a block ending at ``end`` should stop so that its last query's lines move to the
     next block: the start of that query's first line (0: the block is one query, read on)."""
 
@@ -746,7 +769,7 @@ def _partitioned(path: Path, block: int) -> Iterator[_RunRows]:
                 )
                 bucket = of_query[qcodes]
                 batch = pa.record_batch(
-                    [rows.qids, rows.docs, pa.array(rows.scores), pa.array(rows.lines)],
+                    [rows.qids, rows.docs, pa.array(rows.scores), pa.array(np.asarray(rows.lines))],
                     schema=schema,
                 )
                 for b in np.unique(bucket).tolist():
@@ -976,7 +999,7 @@ def _first_data_line(
     return None
 
 
-def _decode_line(raw: bytes, path: Path, number: int) -> str:
+def _decode_line(raw: bytes | bytearray, path: Path, number: int) -> str:
     try:
         return raw.decode("utf-8").rstrip("\r\n")
     except UnicodeDecodeError:
