@@ -49,8 +49,8 @@ computed from them one way, and every mean over more pairs than are kept is summ
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+import threading
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -73,6 +73,7 @@ from arecall.evaluate.kernels import (
     STANDARD_MEASURES,
     Judgments,
     Prepared,
+    authorization_tables,
     joined,
     missing,
     pair_counts,
@@ -125,7 +126,8 @@ class _Accumulator:
         self.tallies: Tallies | None = None
         self.spill: Spill | None = None
         self.granted_any = False  # the ACL grants a judged or retrieved document
-        self._bits: dict[tuple[int, int], np.ndarray] = {}
+        self._tables: dict[tuple[int, int], tuple[np.ndarray, np.ndarray | None]] = {}
+        self._lock = threading.Lock()
         if acl is not None:
             n_p = len(acl.principals)
             if retains(n_p * nq, n_k):
@@ -137,7 +139,14 @@ class _Accumulator:
             judged = acl.doc_patterns(judg.qrels.doc_ids)
             self.granted_any = bool(acl.grants_anyone(judged).any())
 
-    def add(self, prepared: Prepared) -> None:
+    def work(self, run: Run) -> tuple[Prepared, dict[str, np.ndarray] | None]:
+        """What a block needs computed; thread-safe, so blocks run side by side on this
+        machine's engine (a cluster's blocks run on the cluster: `add` asks it, in order)."""
+        prepared = prepare(run, self.judg, self.acl)
+        local = self.acl is not None and isinstance(self.engine, LocalEngine)
+        return prepared, self.counts(prepared) if local else None
+
+    def add(self, prepared: Prepared, counts: dict[str, np.ndarray] | None = None) -> None:
         ev = prepared.eval_index
         self.present[ev] = True
         self.depth[ev] = prepared.depth
@@ -146,36 +155,42 @@ class _Accumulator:
             self.standard[m][ev] = values
         if self.acl is not None:
             self.granted_any = self.granted_any or prepared.rows_matched
-            self._pairs(prepared)
+            if counts is None:
+                counts = self.counts(prepared)
+            for store in (self.retained, self.tallies, self.spill):
+                if store is not None:
+                    store.add(prepared.eval_index, counts)
 
-    def _pairs(self, prepared: Prepared) -> None:
+    def counts(self, prepared: Prepared) -> dict[str, np.ndarray]:
+        """Every pair's counts on one block (`arecall.evaluate.kernels.pair_counts`)."""
         assert self.acl is not None
         acl, ks = self.acl, self.judg.ks
         n_q, n_k = prepared.n_queries, len(ks)
         per_principal = 5 * len(prepared.hit_rank) + prepared.n_queries * (12 * n_k + ks[-1] + 4)
         size = max(1, _PAIR_BYTES // max(per_principal, 1))
 
-        def bits(start: int, stop: int) -> np.ndarray:
-            if (start, stop) not in self._bits:
-                self._bits[(start, stop)] = acl.pattern_bits(start, stop)
-            return self._bits[(start, stop)]
+        def tables(start: int, stop: int) -> tuple[np.ndarray, np.ndarray | None]:
+            with self._lock:
+                if (start, stop) not in self._tables:
+                    self._tables[(start, stop)] = authorization_tables(acl, start, stop)
+                return self._tables[(start, stop)]
 
         parts = self.engine.map_blocks(
             pair_counts,
             len(acl.principals),
             shared=pair_inputs(prepared, ks),
-            block_data=bits,
+            block_data=tables,
             size=size,
         )
-        counts = joined(parts, n_q, n_k)
-        for store in (self.retained, self.tallies, self.spill):
-            if store is not None:
-                store.add(prepared.eval_index, counts)
+        return joined(parts, n_q, n_k)
 
     def finish(self) -> Core:
         absent = np.flatnonzero(~self.present)
         if self.acl is not None and len(absent):
-            self._pairs(missing(self.judg, absent, self.acl))
+            gone = missing(self.judg, absent, self.acl)
+            for store in (self.retained, self.tallies, self.spill):
+                if store is not None:
+                    store.add(gone.eval_index, self.counts(gone))
         return Core(
             query_ids=self.judg.query_ids.to_pylist(),
             present=self.present,
@@ -187,28 +202,6 @@ class _Accumulator:
             tallies=self.tallies,
             spill=self.spill,
         )
-
-
-def _prepared(
-    blocks: Iterator[Run], judg: Judgments, acl: Acl | None, workers: int
-) -> Iterator[tuple[Run, Prepared]]:
-    """Each block with its kernels' view, prepared in a thread while the previous one is used."""
-    if workers <= 1:
-        for run in blocks:
-            yield run, prepare(run, judg, acl)
-        return
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="arecall-prepare") as pool:
-        ahead: Future[Prepared] | None = None
-        last: Run | None = None
-        for run in blocks:
-            future = pool.submit(prepare, run, judg, acl)
-            if ahead is not None:
-                assert last is not None
-                yield last, ahead.result()
-            ahead, last = future, run
-        if ahead is not None:
-            assert last is not None
-            yield last, ahead.result()
 
 
 def _accumulate(
@@ -223,13 +216,12 @@ def _accumulate(
 ) -> tuple[_Accumulator, str]:
     acc = _Accumulator(judg, acl, placement, engine, keep_pairs)
     name = "arecall"
-    workers = 1 if source.memory is not None else 2
-    for i, (run, prepared) in enumerate(
-        _prepared(source.blocks(partitioned=partitioned, workers=workers), judg, acl, workers)
-    ):
+    blocks = source.blocks_with(acc.work, partitioned=partitioned, workers=2)
+    for i, (run, worked) in enumerate(blocks):
         if i == 0:
             name = run.name
-        acc.add(prepared)
+        assert worked is not None
+        acc.add(*worked)
     return acc, name
 
 

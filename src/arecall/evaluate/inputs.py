@@ -20,7 +20,7 @@ from typing import Any
 from arecall.core.errors import ArecallError
 from arecall.io.acl import Acl, load_acl
 from arecall.io.text import BLOCK, check_file
-from arecall.io.trec import Qrels, Run, Ties, load_qrels, read_run
+from arecall.io.trec import Qrels, Run, T, Ties, load_qrels, read_run, read_run_with
 
 __all__ = [
     "DEFAULTS",
@@ -144,8 +144,15 @@ class RunSource:
 
     def blocks(self, *, partitioned: bool = False, workers: int = 2) -> Iterator[Run]:
         """The run's blocks of whole queries, in file order."""
+        for run, _ in self.blocks_with(None, partitioned=partitioned, workers=workers):
+            yield run
+
+    def blocks_with(
+        self, then: Callable[[Run], T] | None, *, partitioned: bool = False, workers: int = 2
+    ) -> Iterator[tuple[Run, T | None]]:
+        """Each block with ``then(block)``, computed in the thread that read the block."""
         if self.memory is not None:
-            yield self.memory
+            yield self.memory, then(self.memory) if then is not None else None
             return
         assert self.path is not None
         path = self.path if not partitioned else self._readable()
@@ -153,8 +160,13 @@ class RunSource:
             raise ArecallError(f"{self.path}: a pipe is read once and cannot be read again")
         if self.keep and not self.path.is_file() and self._copy is None:
             path = self._spool()
-        yield from read_run(
-            path, ties=self.ties, block=self.block, partitioned=partitioned, workers=workers
+        yield from read_run_with(
+            path,
+            then,
+            ties=self.ties,
+            block=self.block,
+            partitioned=partitioned,
+            workers=workers,
         )
 
     def _spool(self) -> Path:

@@ -157,8 +157,7 @@ class Prepared:
     rows_matched: bool = False  # whether the ACL grants any of the first kmax results
     top_pat: np.ndarray | None = None  # (n, kmax) pattern of the first kmax results
     hit_pat: np.ndarray | None = None
-    deep_offsets: np.ndarray | None = None  # results kmax … deepest hit of each query
-    deep_pat: np.ndarray | None = None
+    deep_pat: np.ndarray | None = None  # (n, width): results kmax … deepest hit, padded
     rel_query: np.ndarray | None = None  # relevant judgments of the block's queries
     rel_pat: np.ndarray | None = None
 
@@ -246,8 +245,11 @@ def _patterns(
     top_pat[top] = pattern[:n_top]
     prepared.rows_matched = bool(acl.grants_anyone(pattern[:n_top]).any())
     prepared.top_pat = top_pat
-    prepared.deep_offsets = offsets(deep_len)
-    prepared.deep_pat = pattern[n_top : n_top + len(deep_rows)]
+    deep = np.full((len(depth), int(deep_len.max(initial=0))), nobody, dtype=np.int32)
+    deep[np.arange(deep.shape[1])[None, :] < deep_len[:, None]] = pattern[
+        n_top : n_top + len(deep_rows)
+    ]
+    prepared.deep_pat = deep
     prepared.hit_pat = pattern[n_top + len(deep_rows) :]
     # the relevant judgments of the block's queries (|R ∩ A_p| needs them, retrieved or not)
     ev = prepared.eval_index
@@ -275,8 +277,7 @@ def missing(judg: Judgments, eval_index: np.ndarray, acl: Acl | None) -> Prepare
         kmax = judg.ks[-1]
         prepared.top_pat = np.full((len(eval_index), kmax), acl.n_patterns - 1, dtype=np.int64)
         prepared.hit_pat = empty
-        prepared.deep_offsets = np.zeros(len(eval_index) + 1, dtype=np.int64)
-        prepared.deep_pat = empty
+        prepared.deep_pat = np.zeros((len(eval_index), 0), dtype=np.int32)
         sizes = judg.rel_offsets[eval_index + 1] - judg.rel_offsets[eval_index]
         picked = np.repeat(judg.rel_offsets[eval_index], sizes) + positions_in_groups(sizes)
         docs, inverse = np.unique(judg.rel_docs[picked], return_inverse=True)
@@ -323,7 +324,7 @@ def standard(prepared: Prepared, judg: Judgments) -> dict[str, np.ndarray]:
 # -- authorized counts -----------------------------------------------------------------------------
 
 #: Cells (query × result × principal) of the first-K window unpacked at a time.
-_WINDOW_CELLS = 1 << 24
+_WINDOW_CELLS = 1 << 22
 
 
 def _unpack(bits: np.ndarray, patterns: np.ndarray, n: int) -> np.ndarray:
@@ -331,19 +332,47 @@ def _unpack(bits: np.ndarray, patterns: np.ndarray, n: int) -> np.ndarray:
     return np.unpackbits(bits[patterns], axis=-1, count=n, bitorder="little")
 
 
+def _running(authorized: np.ndarray) -> np.ndarray:
+    """Authorized results among the first r + 1, for (query, r, principal) (a cumulative sum
+    over the middle axis, one rank at a time: numpy's own is several times slower there)."""
+    out = np.empty(authorized.shape, dtype=np.int16 if authorized.shape[1] < 1 << 15 else np.int32)
+    if authorized.shape[1]:
+        out[:, 0] = authorized[:, 0]
+    for r in range(1, authorized.shape[1]):
+        np.add(out[:, r - 1], authorized[:, r], out=out[:, r])
+    return out
+
+
 def _per_query(values: np.ndarray, query: np.ndarray, nq: int) -> np.ndarray:
     """Sums of ``values`` rows (sorted by ``query``) per query: (nq, columns)."""
-    out = np.zeros((nq, values.shape[1]), dtype=np.int64)
-    if len(query):
-        starts = np.flatnonzero(np.r_[True, query[1:] != query[:-1]])
-        out[query[starts]] = np.add.reduceat(values, starts, axis=0, dtype=np.int64)
-    return out
+    import scipy.sparse as sp  # numpy's sums along the first axis are ~20× slower than this
+
+    owner = sp.csr_matrix(
+        (np.ones(len(query), dtype=np.float32), (query, np.arange(len(query)))),
+        shape=(nq, len(query)),
+    )
+    # float32 counts are exact below 2**24 (a query's relevant results)
+    return np.asarray(owner @ values.astype(np.float32), dtype=np.int32)
+
+
+def authorization_tables(acl: Acl, start: int, stop: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """What `pair_counts` reads for principals ``start … stop − 1``: the patterns' packed bits
+    (pattern-major: every principal of a result's pattern at once) and, when it is small
+    enough, the same as one byte per (principal, pattern) (principal-major: one principal's
+    patterns in one row, for the deep scan's gathers)."""
+    bits = acl.pattern_bits(start, stop)
+    table = None
+    if (stop - start) * bits.shape[0] <= _TABLE_BYTES:
+        table = np.ascontiguousarray(
+            np.unpackbits(bits, axis=1, count=stop - start, bitorder="little").T
+        )
+    return bits, table
 
 
 def pair_counts(
     start: int,
     stop: int,
-    bits: np.ndarray,
+    tables: tuple[np.ndarray, np.ndarray | None],
     *,
     ks: tuple[int, ...],
     depth: np.ndarray,
@@ -351,28 +380,29 @@ def pair_counts(
     hit_query: np.ndarray,
     hit_rank: np.ndarray,
     hit_pat: np.ndarray,
-    deep_offsets: np.ndarray,
     deep_pat: np.ndarray,
     rel_query: np.ndarray,
     rel_pat: np.ndarray,
 ) -> dict[str, np.ndarray]:
     """``n_auth``, ``post``, ``pre`` and ``unusable`` of principals ``start … stop − 1`` (whose
-    authorization patterns ``bits`` holds, `arecall.io.acl.Acl.pattern_bits`) on one block.
+    authorization patterns ``tables`` holds, `authorization_tables`) on one block.
 
     Returns int32 arrays shaped (principals, queries, K) — ``n_auth`` (principals, queries).
     """
+    bits, table = tables
     n_p, nq, n_k, kmax = stop - start, len(depth), len(ks), ks[-1]
     karr = np.asarray(ks)
     unusable = np.zeros((n_p, nq, n_k), dtype=np.int32)
     post = np.zeros((n_p, nq, n_k), dtype=np.int32)
     pre = np.zeros((n_p, nq, n_k), dtype=np.int32)
     hit_auth = _unpack(bits, hit_pat, n_p).astype(bool)  # (hits, principals)
-    before = np.full((len(hit_rank), n_p), kmax, dtype=np.int32)  # authorized results above
-    base = np.zeros((nq, n_p), dtype=np.int32)  # authorized among the first kmax
+    small = np.int16 if kmax < 1 << 15 else np.int32
+    before = np.full((len(hit_rank), n_p), kmax, dtype=small)  # authorized results above
+    base = np.zeros((nq, n_p), dtype=small)  # authorized among the first kmax
     step = max(1, _WINDOW_CELLS // max(kmax * n_p, 1))
     for a in range(0, nq, step):
         b = min(a + step, nq)
-        counted = np.cumsum(_unpack(bits, top_pat[a:b], n_p), axis=1, dtype=np.int32)
+        counted = _running(_unpack(bits, top_pat[a:b], n_p))
         shown = np.minimum(karr[None, :], depth[a:b, None])  # results in the first K
         at = np.take_along_axis(counted, np.maximum(shown - 1, 0)[:, :, None], axis=1)
         authorized = np.where(shown[:, :, None] > 0, at, 0)  # (queries, K, principals)
@@ -385,23 +415,28 @@ def pair_counts(
     deep = np.flatnonzero(hit_rank >= kmax)
     if len(deep):
         before[deep] = _deep_before(
-            bits, base, hit_auth[deep], hit_query[deep], hit_rank[deep], deep_offsets, deep_pat,
-            kmax,
+            bits, table, base, hit_auth[deep], hit_query[deep], hit_rank[deep], deep_pat, kmax
         )  # fmt: skip
     for j, k in enumerate(ks):
         post[:, :, j] = _per_query(hit_auth & (hit_rank[:, None] < k), hit_query, nq).T
         pre[:, :, j] = _per_query(hit_auth & (before < k), hit_query, nq).T
-    n_auth = _per_query(_unpack(bits, rel_pat, n_p), rel_query, nq).T.astype(np.int32)
+    n_auth = _per_query(_unpack(bits, rel_pat, n_p), rel_query, nq).T
     return {"n_auth": n_auth, "post": post, "pre": pre, "unusable": unusable}
+
+
+#: Cells (pair × result) of one window of the deep scan.
+_SCAN_CELLS = 1 << 20
+#: Bytes of the principal × pattern table the deep scan reads, unpacked; past it, packed bits.
+_TABLE_BYTES = 1 << 26
 
 
 def _deep_before(
     bits: np.ndarray,
+    table: np.ndarray | None,
     base: np.ndarray,
     auth: np.ndarray,
     query: np.ndarray,
     rank: np.ndarray,
-    deep_offsets: np.ndarray,
     deep_pat: np.ndarray,
     kmax: int,
 ) -> np.ndarray:
@@ -410,34 +445,48 @@ def _deep_before(
     Only pairs (query, principal) with an authorized relevant result down there and fewer than
     kmax authorized results in the first kmax are scanned, window by window, each pair until it
     has kmax (then no deeper result can count for any K) or passes its deepest such result.
+    ``deep_pat[q, i]`` is the pattern of query q's result at rank kmax + i (padded with
+    nobody's pattern, which grants no one).
     """
-    out = np.full(auth.shape, kmax, dtype=np.int32)
-    h_idx, p_idx = np.nonzero(auth & (base[query] < kmax))
+    out = np.full(auth.shape, kmax, dtype=base.dtype)
+    h_idx, p_idx = np.nonzero(auth & (base < kmax)[query])
     if not len(h_idx):
         return out
-    # the pairs to scan, and for each the deepest rank it must reach
-    pair_key = query[h_idx] * auth.shape[1] + p_idx
+    if not deep_pat.shape[1]:  # every such result is at rank kmax: nothing above to scan
+        deep_pat = np.full((len(deep_pat), 1), bits.shape[0] - 1, dtype=np.int32)
+    # the pairs to scan (by principal: the gathers then stay in one principal's table row), and
+    # for each the deepest rank it must reach
+    nq = len(deep_pat)
+    pair_key = p_idx.astype(np.int64) * nq + query[h_idx]
     pairs, task_pair = np.unique(pair_key, return_inverse=True)
     task_pair = task_pair.ravel()
-    pair_q, pair_p = pairs // auth.shape[1], pairs % auth.shape[1]
+    pair_p, pair_q = pairs // nq, pairs % nq
     end = np.zeros(len(pairs), dtype=np.int64)
     np.maximum.at(end, task_pair, rank[h_idx])
     count = base[pair_q, pair_p].astype(np.int64)  # authorized results above the window
     task_rank = rank[h_idx]
     task_order = np.argsort(task_rank, kind="stable")
     result = np.full(len(h_idx), kmax, dtype=np.int64)
-    active = np.arange(len(pairs))
-    lo, width, t = kmax, 32, 0
+    # whether principal p may use pattern u: one byte each when that is small, else the bits
+    n_pat = bits.shape[0]
+    flat_table = table.ravel() if table is not None else None  # principal-major
     byte, shift = pair_p >> 3, (pair_p & 7).astype(np.uint8)
+    deep_flat, deep_width = deep_pat.ravel(), deep_pat.shape[1]
+    active = np.arange(len(pairs))
+    lo, t, width_cap = kmax, 0, 32
     while len(active):
+        width = int(min(width_cap, max(8, _SCAN_CELLS // len(active))))
         hi = lo + width
-        offsets_ = np.arange(width)
-        pos = lo + offsets_[None, :]
-        valid = pos < end[active, None]  # results above the deepest relevant one
-        flat = deep_offsets[pair_q[active], None] + (pos - kmax)
-        pats = deep_pat[np.where(valid, flat, 0)] if len(deep_pat) else np.zeros_like(flat)
-        bit = (bits[pats, byte[active, None]] >> shift[active, None]) & 1
-        running = np.cumsum(np.where(valid, bit, 0), axis=1, dtype=np.int64)
+        columns = np.arange(lo - kmax, hi - kmax)
+        inside = columns < deep_pat.shape[1]
+        pats = deep_flat[(pair_q[active] * deep_width)[:, None] + np.where(inside, columns, 0)]
+        if flat_table is not None:
+            bit = flat_table[(pair_p[active] * n_pat)[:, None] + pats]
+        else:
+            bit = (bits[pats, byte[active, None]] >> shift[active, None]) & 1
+        if not inside.all():  # past every query's deepest relevant result: nothing to count
+            bit[:, ~inside] = 0
+        running = np.cumsum(bit, axis=1, dtype=np.int32)
         # relevant results whose rank falls in this window: authorized results above them
         t_end = t + int(np.searchsorted(task_rank[task_order[t:]], hi))
         tasks = task_order[t:t_end]
@@ -448,14 +497,12 @@ def _deep_before(
             row = where[task_pair[tasks]]
             live = row >= 0
             offset = task_rank[tasks[live]] - lo
-            within = np.where(
-                offset > 0, running[row[live], np.maximum(offset - 1, 0)], 0
-            )  # results of the window above this one
+            within = np.where(offset > 0, running[row[live], np.maximum(offset - 1, 0)], 0)
             result[tasks[live]] = np.minimum(count[active[row[live]]] + within, kmax)
         count[active] += running[:, -1]
         keep = (count[active] < kmax) & (end[active] >= hi)  # a result at rank hi: next window
         active = active[keep]
-        lo, width = hi, min(width * 2, 1024)
+        lo, width_cap = hi, min(width_cap * 2, 1024)
     out[h_idx, p_idx] = result
     return out
 
@@ -469,7 +516,6 @@ def pair_inputs(prepared: Prepared, ks: tuple[int, ...]) -> dict[str, Any]:
         "hit_query": prepared.hit_query,
         "hit_rank": prepared.hit_rank,
         "hit_pat": prepared.hit_pat,
-        "deep_offsets": prepared.deep_offsets,
         "deep_pat": prepared.deep_pat,
         "rel_query": prepared.rel_query,
         "rel_pat": prepared.rel_pat,

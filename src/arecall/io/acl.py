@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -253,12 +253,20 @@ def read_groups(path: str | os.PathLike[str]) -> Pairs:
 class Acl:
     """Which principal may use which document; deny by default.
 
+    Kept as patterns: documents named on the same ACL lines (the same set of principals and
+    groups) share a pattern, and a pattern lists its principals. A group ACL of a million
+    documents granted to a hundred groups is a hundred patterns, not the tens of millions of
+    (principal, document) grants it expands to; `grants` expands it when asked.
+
     Attributes
     ----------
     principals : tuple of str
     doc_ids : pyarrow.StringArray
         Documents the ACL names (a corpus's documents, in its order, when read for one).
-    grants : scipy.sparse.csr_matrix of bool, shape (n_principals, n_docs)
+    doc_pattern : ndarray of int64
+        Each document's pattern.
+    members : scipy.sparse.csr_matrix of bool, shape (n_patterns, n_principals)
+        The principals each pattern grants.
     groups : dict of str to tuple of str
         Each principal's groups (from the groups file; empty without one).
 
@@ -271,7 +279,8 @@ class Acl:
 
     principals: tuple[str, ...]
     doc_ids: pa.Array
-    grants: sp.csr_matrix
+    doc_pattern: np.ndarray
+    members: sp.csr_matrix
     groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
@@ -296,19 +305,38 @@ class Acl:
         name_codes, name_ids = encode(granted_to)
         return expand(doc_codes, doc_ids, name_codes, name_ids, names, {})
 
+    @cached_property
+    def grants(self) -> sp.csr_matrix:
+        """The expanded grants, principal × document (bool): one entry per grant."""
+        import scipy.sparse as sp
+
+        n_docs = len(self.doc_pattern)
+        by_pattern = sp.csr_matrix(
+            (np.ones(n_docs, dtype=bool), (self.doc_pattern, np.arange(n_docs))),
+            shape=(self.members.shape[0], n_docs),
+        )
+        grants = (self.members.T.tocsr().astype(np.int32) @ by_pattern.astype(np.int32)).astype(
+            bool
+        )
+        grants = grants.tocsr()
+        grants.sort_indices()
+        return grants
+
+    def _patterns_of(self, principal: str) -> np.ndarray:
+        if principal not in self.principals:
+            return np.zeros(0, dtype=np.int64)
+        column = self.members[:, self.principals.index(principal)]
+        return np.asarray(column.nonzero()[0], dtype=np.int64)
+
     def allowed(self, principal: str) -> set[str]:
         """The documents ``principal`` may use (empty for an unknown principal)."""
-        if principal not in self.principals:
-            return set()
-        row = self.grants[self.principals.index(principal)]
-        return set(self.doc_ids.take(pa.array(row.indices)).to_pylist())
+        rows = np.flatnonzero(np.isin(self.doc_pattern, self._patterns_of(principal)))
+        return set(self.doc_ids.take(pa.array(rows)).to_pylist())
 
     def mask(self, principal: int, doc_ids: pa.Array) -> np.ndarray:
         """Boolean array: may principal number ``principal`` use each of ``doc_ids``?"""
-        codes = index_in(doc_ids, self.doc_ids)
-        dense = np.zeros(len(self.doc_ids) + 1, dtype=bool)  # last slot: "not in the ACL"
-        dense[self.grants[principal].indices] = True
-        return dense[np.where(codes >= 0, codes, len(self.doc_ids))]
+        patterns = self._patterns_of(self.principals[principal])
+        return np.isin(self.doc_patterns(doc_ids), patterns)
 
     def select(self, principals: Sequence[str]) -> Acl:
         """The ACL of ``principals`` (in that order); one the ACL does not know may use nothing.
@@ -322,67 +350,33 @@ class Acl:
 
         keep = tuple(principals)
         index = {p: i for i, p in enumerate(self.principals)}
-        rows = np.array([index.get(p, -1) for p in keep], dtype=np.int64)
-        known = np.flatnonzero(rows >= 0)
-        picked = self.grants[rows[known]].tocoo()
-        grants = sp.csr_matrix(
-            (np.ones(picked.nnz, dtype=bool), (known[picked.row], picked.col)),
-            shape=(len(keep), len(self.doc_ids)),
+        columns = np.array([index.get(p, -1) for p in keep], dtype=np.int64)
+        known = np.flatnonzero(columns >= 0)
+        picked = self.members[:, columns[known]].tocoo()
+        members = sp.csr_matrix(
+            (np.ones(picked.nnz, dtype=bool), (picked.row, known[picked.col])),
+            shape=(self.members.shape[0], len(keep)),
             dtype=bool,
         )
-        grants.sort_indices()
         groups = {p: self.groups[p] for p in keep if p in self.groups}
-        return Acl(keep, self.doc_ids, grants, groups)
+        return Acl(keep, self.doc_ids, self.doc_pattern, members, groups)
 
-    # patterns: what the evaluation kernels look documents up in ---------------------------------
-
-    @cached_property
-    def _patterns(self) -> tuple[np.ndarray, sp.csr_matrix]:
-        """Each document's pattern (the set of principals it is granted to, as a number) and
-        the patterns' principals (a pattern × principal matrix): documents granted alike share
-        one, so a lookup per retrieved document touches a small table."""
-        import scipy.sparse as sp
-
-        by_doc = self.grants.T.tocsr()
-        by_doc.sort_indices()
-        n_docs = by_doc.shape[0]
-        if n_docs == 0:
-            return np.zeros(0, dtype=np.int64), sp.csr_matrix((0, len(self.principals)), dtype=bool)
-        # a random 64-bit weight per principal; a set's key is the sum of its weights (mod 2**64)
-        weights = np.random.default_rng(0x5EED).integers(
-            1, 2**63, len(self.principals) + 1, dtype=np.uint64
-        )
-        sizes = np.diff(by_doc.indptr)
-        owner = np.repeat(np.arange(n_docs), sizes)
-        key = np.zeros(n_docs, dtype=np.uint64)
-        np.add.at(key, owner, weights[by_doc.indices])
-        key ^= sizes.astype(np.uint64) * weights[-1]
-        _, first, pattern = np.unique(key, return_index=True, return_inverse=True)
-        pattern = pattern.ravel().astype(np.int64)
-        # a key is a hash: check that every document has exactly its pattern's principals
-        same = np.array_equal(sizes, sizes[first][pattern])
-        if same and len(by_doc.indices):
-            starts = by_doc.indptr[first][pattern]
-            position = np.arange(len(by_doc.indices)) - by_doc.indptr[owner]
-            same = np.array_equal(by_doc.indices, by_doc.indices[starts[owner] + position])
-        if not same:  # a collision (about 2**-64 per pair): one pattern per document, exact
-            first, pattern = np.arange(n_docs), np.arange(n_docs)
-        return pattern, by_doc[first].tocsr()
+    # what the evaluation kernels look documents up in --------------------------------------------
 
     @property
     def n_patterns(self) -> int:
-        """Distinct patterns, plus one: the last, "nobody", for documents the ACL does not list."""
-        return int(self._patterns[1].shape[0]) + 1
+        """Patterns, plus one: the last, "nobody", for documents the ACL does not list."""
+        return int(self.members.shape[0]) + 1
 
     def grants_anyone(self, patterns: np.ndarray) -> np.ndarray:
         """Whether each of ``patterns`` grants at least one principal."""
-        sizes = np.diff(self._patterns[1].indptr)
+        sizes = np.diff(self.members.indptr)
         return np.r_[sizes > 0, False][patterns]
 
     def doc_patterns(self, doc_ids: pa.Array) -> np.ndarray:
         """The pattern of each of ``doc_ids`` (``n_patterns - 1``, nobody, where unlisted)."""
         codes = index_in(doc_ids, self.doc_ids)
-        pattern = np.r_[self._patterns[0], self.n_patterns - 1]  # -1: the last slot, nobody
+        pattern = np.r_[self.doc_pattern, self.n_patterns - 1]  # -1: the last slot, nobody
         return pattern[codes]
 
     def pattern_bits(self, start: int, stop: int) -> np.ndarray:
@@ -396,7 +390,7 @@ class Acl:
         >>> [np.unpackbits(r, count=2, bitorder="little").tolist() for r in acl.pattern_bits(0, 2)]
         [[1, 0], [1, 1], [0, 0]]
         """
-        members = self._patterns[1][:, start:stop].tocsr()
+        members = self.members[:, start:stop].tocsr()
         width = max(stop - start, 0)
         out = np.zeros((self.n_patterns, (width + 7) // 8), dtype=np.uint8)
         rows = np.repeat(np.arange(members.shape[0]), np.diff(members.indptr))
@@ -404,6 +398,34 @@ class Acl:
             out, (rows, members.indices >> 3), (1 << (members.indices & 7)).astype(np.uint8)
         )
         return out
+
+
+def _set_patterns(
+    owner: np.ndarray, items: np.ndarray, n_owners: int, n_items: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Number each owner's set of items (pairs ``(owner[i], items[i])``, repeats allowed):
+    (pattern of each owner, one owner having each pattern). Owners with equal sets share one.
+
+    A set's key is the sum of a random 64-bit weight per item (mod 2**64); keys are checked
+    against the sets themselves, so a collision (about 2**-64 per pair) only costs patterns.
+    """
+    key = np.unique(owner.astype(np.int64) * max(n_items, 1) + items)
+    owner, items = key // max(n_items, 1), key % max(n_items, 1)
+    weights = np.random.default_rng(0x5EED).integers(1, 2**63, n_items + 1, dtype=np.uint64)
+    sizes = np.bincount(owner, minlength=n_owners)
+    hashed = np.zeros(n_owners, dtype=np.uint64)
+    np.add.at(hashed, owner, weights[items])
+    hashed ^= sizes.astype(np.uint64) * weights[-1]
+    _, first, pattern = np.unique(hashed, return_index=True, return_inverse=True)
+    pattern = pattern.ravel().astype(np.int64)
+    starts = np.r_[0, np.cumsum(sizes)[:-1]]
+    same = np.array_equal(sizes, sizes[first][pattern])
+    if same and len(items):
+        position = np.arange(len(items)) - starts[owner]
+        same = np.array_equal(items, items[starts[first][pattern][owner] + position])
+    if not same:
+        return np.arange(n_owners), np.arange(n_owners)
+    return pattern, first
 
 
 def expand(
@@ -414,9 +436,9 @@ def expand(
     principals: Sequence[str],
     groups: Mapping[str, Sequence[str]],
     *,
-    origin: tuple[Path, np.ndarray] | None = None,
+    origin: tuple[Path, Any] | None = None,
 ) -> Acl:
-    """The one expansion of ACL lines into grants: line i grants ``doc_ids[doc_codes[i]]`` to
+    """The one expansion of ACL lines: line i grants ``doc_ids[doc_codes[i]]`` to
     ``name_ids[name_codes[i]]`` — a principal, or a group whose members (``groups`` maps a
     principal to its groups) it then grants. ``origin`` = (file, line numbers) turns a name
     that is neither a listed principal nor a group into an error naming its line.
@@ -442,29 +464,39 @@ def expand(
             row = int(np.flatnonzero(np.isin(name_codes, unknown))[0])
             where = "of the groups file" if group_names else "(no groups file was given)"
             raise ArecallError(
-                f"{origin[0]}: line {origin[1][row]}: {name_list[name_codes[row]]!r} is neither "
-                f"a listed principal nor a group {where}; principals: "
+                f"{origin[0]}: line {int(origin[1][row])}: {name_list[name_codes[row]]!r} is "
+                f"neither a listed principal nor a group {where}; principals: "
                 f"{', '.join(principals) or 'none'}"
             )
-    # name × doc incidence, then principal × name membership (itself, or one of its groups)
-    incidence = sp.csr_matrix(
-        (np.ones(len(doc_codes), dtype=np.int32), (name_codes, doc_codes)),
-        shape=(len(name_list), len(doc_ids)),
+    # each document's set of names, numbered: documents named on the same lines share one
+    doc_pattern, first = _set_patterns(
+        np.asarray(doc_codes, dtype=np.int64), np.asarray(name_codes, dtype=np.int64),
+        len(doc_ids), len(name_list),
+    )  # fmt: skip
+    keyed = np.unique(np.asarray(doc_codes, dtype=np.int64) * max(len(name_list), 1) + name_codes)
+    docs_of, names_of = keyed // max(len(name_list), 1), keyed % max(len(name_list), 1)
+    representative = np.full(len(doc_ids), -1, dtype=np.int64)
+    representative[first] = np.arange(len(first))
+    keep = representative[docs_of] >= 0
+    pattern_names = sp.csr_matrix(
+        (np.ones(int(keep.sum()), dtype=np.int32), (representative[docs_of[keep]], names_of[keep])),
+        shape=(len(first), len(name_list)),
     )
+    # name × principal: a principal's own name, and each of its groups
     name_index = {n: i for i, n in enumerate(name_list)}
     rows, cols = [], []
     for p, i in index.items():
         for name in {p} | set(groups.get(p, ())):
             if name in name_index:
-                rows.append(i)
-                cols.append(name_index[name])
-    member = sp.csr_matrix(
-        (np.ones(len(rows), dtype=np.int32), (rows, cols)), shape=(len(index), len(name_list))
+                rows.append(name_index[name])
+                cols.append(i)
+    grants_of = sp.csr_matrix(
+        (np.ones(len(rows), dtype=np.int32), (rows, cols)), shape=(len(name_list), len(index))
     )
-    grants = (member @ incidence).astype(bool).tocsr()
-    grants.sort_indices()
+    members = (pattern_names @ grants_of).astype(bool).tocsr()
+    members.sort_indices()
     memberships = {p: tuple(sorted(groups[p])) for p in principals if groups.get(p)}
-    return Acl(tuple(principals), doc_ids, grants, memberships)
+    return Acl(tuple(principals), doc_ids, doc_pattern, members, memberships)
 
 
 def load_acl(

@@ -38,11 +38,11 @@ import re
 import tempfile
 import zlib
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
@@ -78,11 +78,13 @@ __all__ = [
     "load_run",
     "read_judgments",
     "read_run",
+    "read_run_with",
     "save_qrels",
     "save_run",
 ]
 
 Ties = Literal["docid", "trec_eval"]
+T = TypeVar("T")
 TIES: tuple[str, ...] = ("docid", "trec_eval")
 
 _RUN_FIELDS = "qid Q0 docid rank score tag"
@@ -821,35 +823,65 @@ def read_run(
     >>> [(b.query_ids.to_pylist(), b.ranking("q1")) for b in read_run(p, block=20)]
     [(['q1'], ['b', 'a']), (['q2'], [])]
     """
+    for run, _ in read_run_with(
+        path, None, ties=ties, name=name, block=block, partitioned=partitioned, workers=workers
+    ):
+        yield run
+
+
+def read_run_with(
+    path: str | os.PathLike[str],
+    then: Callable[[Run], T] | None,
+    *,
+    ties: Ties = "docid",
+    name: str | None = None,
+    block: int = BLOCK,
+    partitioned: bool = False,
+    workers: int = 1,
+) -> Iterator[tuple[Run, T | None]]:
+    """`read_run`, with ``then(block)`` computed in the thread that built each block.
+
+    Why: a block read, parsed and reduced by one thread, while other threads take the next
+    blocks, keeps ``workers`` blocks in memory and every core busy; the results come back in
+    block order, and the check that queries are grouped still runs in file order.
+    """
     p = check_file(path)
     where = str(p)
     seen: set[str] = set()
     found = False
-    for rows, run in _blocks(p, ties, name, block, partitioned, workers):
+    for (qids, lines), run, extra in _blocks(p, ties, name, block, partitioned, workers, then):
         ids = run.query_ids.to_pylist()
         if not partitioned:
             again = seen.intersection(ids)
             if again:
                 first = min(again, key=ids.index)
-                row = int(
-                    np.flatnonzero(pc.equal(rows.qids, first).to_numpy(zero_copy_only=False))[0]
-                )
+                row = int(np.flatnonzero(pc.equal(qids, first).to_numpy(zero_copy_only=False))[0])
                 raise RunNotGrouped(
-                    f"{where}: line {int(rows.lines[row])}: results of query {first!r} continue "
+                    f"{where}: line {int(lines[row])}: results of query {first!r} continue "
                     "after other queries' results: the run is not grouped by query id"
                 )
             seen.update(ids)
         found = True
-        yield run
+        yield run, extra
     if not found:
         raise ArecallError(f"{where}: line 1: no results; expected lines '{_RUN_FIELDS}'")
 
 
+_Built = tuple[tuple[pa.Array, LineNumbers], Run, Any]
+
+
 def _blocks(
-    p: Path, ties: Ties, name: str | None, block: int, partitioned: bool, workers: int
-) -> Iterator[tuple[_RunRows, Run]]:
-    """(rows, run) of each block in order; with ``workers`` > 1, blocks are parsed and built
-    side by side in threads (pyarrow and numpy release the GIL) while the file is read on."""
+    p: Path,
+    ties: Ties,
+    name: str | None,
+    block: int,
+    partitioned: bool,
+    workers: int,
+    then: Callable[[Run], Any] | None,
+) -> Iterator[_Built]:
+    """((query ids, lines), run, ``then(run)``) of each block in order; with ``workers`` > 1,
+    blocks are parsed, built (and given to ``then``) side by side in threads (pyarrow and
+    numpy release the GIL) while the file is read on."""
     where = str(p)
     parts: Iterator[_RunRows | Chunk]
     if partitioned:
@@ -864,7 +896,7 @@ def _blocks(
     if tag is None:  # the first line's tag names the run; a first block of blank lines: later
         tag = rows0.tag if rows0 is not None else None
 
-    def build(part: _RunRows | Chunk, rows: _RunRows | None = None) -> tuple[_RunRows, Run] | None:
+    def build(part: _RunRows | Chunk, rows: _RunRows | None = None) -> _Built | None:
         rows = rows if rows is not None else (_run_rows(part) if isinstance(part, Chunk) else part)
         if rows is None:
             return None
@@ -877,9 +909,10 @@ def _blocks(
             where=where,
             lines=rows.lines,
         )
-        return rows, run
+        return (rows.qids, rows.lines), run, then(run) if then is not None else None
 
     done = build(first, rows0)
+    del first, rows0
     if done is not None:
         yield done
     if workers <= 1:
@@ -888,11 +921,12 @@ def _blocks(
                 yield done
         return
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="arecall-read") as pool:
-        pending: deque[Future[tuple[_RunRows, Run] | None]] = deque()
+        pending: deque[Future[_Built | None]] = deque()
         try:
             for part in parts:
                 pending.append(pool.submit(build, part))
-                while len(pending) > workers:
+                del part
+                while len(pending) >= workers:
                     if (done := pending.popleft().result()) is not None:
                         yield done
             while pending:
