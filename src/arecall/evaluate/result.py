@@ -170,7 +170,7 @@ class Evaluation:
             if self.acl is None:
                 self.per_query.to_csv(tmp, index=False)
                 return
-            with tmp.open("w", encoding="utf-8", newline="") as fh:
+            with open(tmp, "w", encoding="utf-8", newline="") as fh:
                 header = True
                 for frame in self._pair_frames():
                     frame.to_csv(fh, index=False, header=header)
