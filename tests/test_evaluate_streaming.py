@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from arecall.cli.evaluate import evaluate_main
 from arecall.core.errors import ArecallError
-from arecall.evaluate import evaluate, pairs
+from arecall.evaluate import compare, evaluate, pairs
 from arecall.io.trec import Run, load_run, read_run
 
 from conftest import VENV_BIN
@@ -105,6 +105,43 @@ def test_tallied_pairs_equal_kept_pairs_and_do_not_depend_on_the_blocks(
         for key, value in kept["k"][k].items():
             if isinstance(value, float):
                 assert tallied["k"][k][key] == pytest.approx(value, abs=1e-12), key
+
+
+def test_spilled_pairs_give_the_kept_rows_worst_pairs_and_comparison(tmp_path) -> None:
+    """Past `RETAIN_CELLS` with keep_pairs, every pair is spilled to disk and read back a
+    slice of principals at a time: rows, worst pairs, values and a comparison as kept ones."""
+    rng = np.random.default_rng(3)
+    docs = [f"d{i}" for i in range(60)]
+    run_a = {f"q{q}": {d: float(rng.integers(1, 5)) for d in rng.choice(docs, 25, False)}
+             for q in range(12)}  # fmt: skip
+    run_b = {q: {d: -s for d, s in r.items()} for q, r in run_a.items()}
+    qrels = {q: {d: int(rng.integers(0, 3)) for d in rng.choice(docs, 8, False)} for q in run_a}
+    acl = {f"p{i}": set(rng.choice(docs, 20, False)) for i in range(7)}
+    path = _write(tmp_path / "a.trec", _run_lines(run_a))
+
+    def both() -> tuple:
+        a = evaluate(path, qrels, acl=acl, k=(1, 5), n_resamples=99, keep_pairs=True, block=300)
+        b = evaluate(Run.from_dict(run_b), qrels, acl=acl, k=(1, 5), n_resamples=99,
+                     keep_pairs=True)  # fmt: skip
+        return a, b
+
+    kept_a, kept_b = both()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pairs, "RETAIN_CELLS", 0)
+        mp.setattr("arecall.evaluate.result._ROWS_AT_ONCE", 24)  # 2 principals a slice
+        spilled_a, spilled_b = both()
+        assert spilled_a._core.spill is not None and spilled_a._core.retained is None
+        assert spilled_a.per_pair.equals(kept_a.per_pair)
+        assert spilled_a.worst(4).equals(kept_a.worst(4))
+        spilled_a.write_rows(tmp_path / "spilled.csv")
+        kept_a.write_rows(tmp_path / "kept.csv")
+        assert (tmp_path / "spilled.csv").read_bytes() == (tmp_path / "kept.csv").read_bytes()
+        np.testing.assert_array_equal(spilled_a.values("gap", 5), kept_a.values("gap", 5))
+        compared = compare(spilled_a, spilled_b, n_resamples=99)
+    expected = compare(kept_a, kept_b, n_resamples=99)
+    assert compared[["k", "measure", "n"]].equals(expected[["k", "measure", "n"]])
+    for column in ("mean_a", "mean_b", "mean_diff"):
+        np.testing.assert_allclose(compared[column], expected[column], atol=1e-12)
 
 
 def test_a_deep_run_gives_the_seed_definitions_for_pre_filtering(tmp_path) -> None:
