@@ -25,13 +25,10 @@ from mlflow.tracking import MlflowClient
 from _holding import holding_env
 from arecall.pipeline.layout import Layout
 from arecall.pipeline.run import run_all
-from arecall.pipeline.tracking import (
-    TrackedRun,
-    TrackingError,
-    _vector_metrics,
-    log_run,
-    open_store,
-)
+from arecall.tracking.pipeline import log_run
+from arecall.tracking.run import TrackedRun
+from arecall.tracking.store import TrackingError, open_store
+from arecall.tracking.vector import vector_metrics
 
 from conftest import FAST_PROOF, VENV_BIN, fast_config
 
@@ -65,7 +62,7 @@ def test_principal_names_become_distinct_safe_keys_with_their_mapping(tmp_path, 
     table = pd.DataFrame(
         [{"mode": "post", "principal": n, "recall": i / 10} for i, n in enumerate(names)]
     )
-    metrics, keys = _vector_metrics(table)
+    metrics, keys = vector_metrics(table)
     assert len(metrics) == len(names)  # no two names share a key
     assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,250}", k) for k in metrics)
     assert sorted(keys.values()) == sorted(names)
@@ -298,7 +295,7 @@ LOG_RUN = """
 import sys
 from arecall.pipeline.config import default_config
 from arecall.pipeline.layout import Layout
-from arecall.pipeline.tracking import log_run
+from arecall.tracking.pipeline import log_run
 cfg = default_config(["evaluation.proof.max_examples=5"])
 log_run(cfg, Layout.run(sys.argv[1]).report_files(), run_name=sys.argv[2])
 """
@@ -378,3 +375,46 @@ def test_arecall_log_refuses_results_already_in_the_store_unless_forced(
     (out / "tables.md").write_text((out / "tables.md").read_text() + "\nedited\n")
     assert arecall("log", str(out)).returncode == 0
     assert len(_runs(mlflow_store)) == 3
+
+
+def _run_dir(tmp_path: Path, config: dict) -> Path:
+    """A run directory as `arecall run` leaves it: Hydra's saved config and the reports."""
+    from conftest import ROOT
+
+    out = tmp_path / "run"
+    (out / ".hydra").mkdir(parents=True)
+    (out / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
+    for name in ("metrics.json", "proof.json", "tables.md"):
+        (out / name).write_bytes((ROOT / "reports" / name).read_bytes())
+    return out
+
+
+def test_arecall_log_never_resolves_an_interpolation_from_the_run_directory(
+    tmp_path, mlflow_store, arecall, monkeypatch
+):
+    monkeypatch.setenv("ARECALL_TEST_SECRET", "s3cr3t-token")
+    cfg = fast_config()
+    cfg["tracking"]["experiment"] = "${oc.env:ARECALL_TEST_SECRET}"
+    out = _run_dir(tmp_path, cfg)
+    proc = arecall("log", str(out))
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"arecall: error: {out / '.hydra' / 'config.yaml'}: tracking.experiment is an "
+        "interpolation; arecall log resolves none from a run directory (write its value there)\n"
+    )
+    assert "s3cr3t-token" not in proc.stdout + proc.stderr
+    names = [e.name for e in MlflowClient(tracking_uri=mlflow_store).search_experiments()]
+    assert not [n for n in names if "s3cr3t" in n] and len(names) == 1  # nothing created
+
+
+def test_arecall_log_reads_the_vector_corpus_name_hydra_leaves_unresolved(
+    tmp_path, mlflow_store, arecall
+):
+    cfg = fast_config()
+    assert cfg["vector_search"]["corpus"]["name"] == "vectors"
+    cfg["vector_search"]["corpus"]["name"] = "${arecall.vector_search_only:}"  # as Hydra saves it
+    proc = arecall("log", str(_run_dir(tmp_path, cfg)))
+    assert proc.returncode == 0, proc.stderr
+    (run,) = _runs(mlflow_store)
+    assert run.data.params["vector_search.corpus.name"] == "vectors"
+    assert run.data.metrics["arecall_pre_nonempty_at_5"] == pytest.approx(0.96)

@@ -66,7 +66,8 @@ def run_main(argv: Sequence[str]) -> int:
     from arecall.pipeline.layout import Layout
     from arecall.pipeline.run import run_all
     from arecall.pipeline.stages import announce_stages
-    from arecall.pipeline.tracking import Interrupted, end_sweep, interruptible
+    from arecall.tracking.ends import Interrupted, interruptible
+    from arecall.tracking.sweep import end_sweep
 
     root = os.getcwd()
 
@@ -322,10 +323,10 @@ def _tracked(
     """Run the stages inside this run's MLflow run (untracked if tracking is disabled).
 
     A single run logs through the tracker process ``arecall run`` started at launch
-    (`arecall.pipeline.tracker`), so MLflow's import overlaps the stages; a sweep's points log
+    (`arecall.tracking.tracker`), so MLflow's import overlaps the stages; a sweep's points log
     in-process, nested under the sweep's parent run. Both log the same `pipeline_run`.
     """
-    from arecall.pipeline.tracker import RemoteRun, take_tracker
+    from arecall.tracking.tracker import RemoteRun, take_tracker
 
     tracker = take_tracker()
     if not config["tracking"]["enabled"]:
@@ -333,7 +334,7 @@ def _tracked(
             tracker.close()
         result: dict[str, Any] = run_all(config, layout)
         return result
-    from arecall.pipeline.tracking import finish_pipeline_run, pipeline_run
+    from arecall.tracking.pipeline import finish_pipeline_run, pipeline_run
 
     run = pipeline_run(
         config,

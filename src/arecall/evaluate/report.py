@@ -16,6 +16,17 @@ from arecall.evaluate.kernels import STANDARD_MEASURES
 __all__ = ["format_table"]
 
 
+def _count(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and ``noun`` in agreement.
+
+    Examples
+    --------
+    >>> _count(1, "pair"), _count(2, "query", "queries")
+    ('1 pair', '2 queries')
+    """
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def format_table(s: Mapping[str, Any]) -> str:
     """The summary dict of `arecall.evaluate.result.Evaluation.summary` as a table."""
     lines = [
@@ -29,12 +40,13 @@ def format_table(s: Mapping[str, Any]) -> str:
     for k, r in s["k"].items():
         lines.append(f"{k:>5} " + " ".join(f"{shown(r[m], '.4f'):>8}" for m in STANDARD_MEASURES))
     if "principals" in s:
+        empty = s["pairs_without_authorized_relevant"]
         lines += [
             "",
-            f"authorized view: {len(s['principals'])} principals × {s['queries']} queries = "
-            f"{s['pairs']} pairs; placement {s['placement']}; "
-            f"{s['pairs_without_authorized_relevant']} pairs with nothing relevant authorized "
-            "score ARecall 1",
+            f"authorized view: {_count(len(s['principals']), 'principal')} × "
+            f"{_count(s['queries'], 'query', 'queries')} = {_count(s['pairs'], 'pair')}; "
+            f"placement {s['placement']}; {_count(empty, 'pair')} with nothing relevant "
+            f"authorized {'scores' if empty == 1 else 'score'} ARecall 1",
             "",
             f"{'K':>5} {'ARecall':>8} {'post':>8} {'pre':>8} {'gap':>8} {'95% CI of gap':>19} "
             f"{'p':>7} {'U@K':>7} {'deeper':>7}",

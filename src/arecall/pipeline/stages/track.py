@@ -19,7 +19,7 @@ def track(cfg: Mapping[str, Any], layout: Layout) -> str | None:
     """
     if not cfg["tracking"]["enabled"]:
         return None
-    from arecall.pipeline.tracking import log_run
+    from arecall.tracking.pipeline import log_run
 
     return log_run(
         cfg,
@@ -45,7 +45,7 @@ def _recorded(cfg: Mapping[str, Any], layout: Layout) -> str | None:
     clone's ``dvc repro`` leaves dvc.lock unchanged (the run id is printed and is in MLflow).
     """
     from arecall.io.atomic import write_json
-    from arecall.pipeline.tracking import config_hash
+    from arecall.tracking.provenance import config_hash
 
     run_id = track(cfg, layout)
     record = {"config_hash": config_hash(cfg), "tracked": run_id is not None}

@@ -3,11 +3,11 @@
 Importing MLflow and opening its sqlite store (SQLAlchemy's models, alembic's schema check) take
 three seconds or more here, longer than the stages of a small run; done in the run's process they
 come after the stages and the user waits for both. A thread cannot overlap them (an import holds
-the GIL), a second process can: `spawn_tracker` starts ``python -m arecall.pipeline.tracker``
+the GIL), a second process can: `spawn_tracker` starts ``python -m arecall.tracking.tracker``
 before Hydra composes the config, the tracker imports MLflow while the stages run, and the run
 only waits for what is left when its reports are ready.
 
-What is logged is defined once, by `arecall.pipeline.tracking`: the tracker rebuilds the same
+What is logged is defined once, by `arecall.tracking.pipeline`: the tracker rebuilds the same
 `TrackedRun` from the definition it is sent and calls the same `finish_pipeline_run` on the same
 report files. The guarantees hold as in-process:
 
@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from arecall.pipeline.run_ends import RunBlock, error_text
+from arecall.tracking.ends import RunBlock, error_text
 
 __all__ = ["RemoteRun", "TrackerProcess", "spawn_tracker", "take_tracker", "wants_tracker"]
 
@@ -86,7 +86,7 @@ class TrackerProcess:
         # the tracker's stderr, read only if it dies (its last line goes into the message)
         self._stderr = tempfile.TemporaryFile(prefix="arecall-tracker-")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "arecall.pipeline.tracker", str(Path(root).resolve())],
+            [sys.executable, "-m", "arecall.tracking.tracker", str(Path(root).resolve())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -190,7 +190,7 @@ class RemoteRun(RunBlock):
         Raises `TrackingError` with the tracker's one line when the store could not be written
         and ``on_error`` is ``fail``.
         """
-        from arecall.pipeline.tracking import TrackingError
+        from arecall.tracking.store import TrackingError
 
         table = None
         if vector is not None:
@@ -203,7 +203,7 @@ class RemoteRun(RunBlock):
                 "rank_info": str(rank_info) if rank_info is not None else None,
             }
         )
-        from arecall.pipeline.tracking import upload_bar
+        from arecall.tracking.run import upload_bar
 
         with upload_bar() as bar:
             answer = self.tracker.answer()
@@ -241,15 +241,16 @@ def _prewarm(uri: str) -> None:
         from sqlalchemy.orm import configure_mappers
 
         configure_mappers()
-    import arecall.pipeline.tracking  # noqa: F401
+    import arecall.tracking.pipeline  # noqa: F401
 
 
 def _serve(requests: IO[str], answers: IO[str], root: str) -> int:
     """Read the run's messages and act on them with one `TrackedRun` (the tracker's loop)."""
-    from arecall.pipeline.tracking import TrackingError, tracking_uri
+    from arecall.tracking.store import TrackingError, tracking_uri
 
     _prewarm(tracking_uri(root))
-    from arecall.pipeline.tracking import TrackedRun, finish_pipeline_run
+    from arecall.tracking.pipeline import finish_pipeline_run
+    from arecall.tracking.run import TrackedRun
 
     def answer(message: Mapping[str, Any]) -> None:
         answers.write(json.dumps(message) + "\n")
@@ -304,7 +305,7 @@ def _serve(requests: IO[str], answers: IO[str], root: str) -> int:
 
 
 def main(argv: Sequence[str]) -> int:
-    """``python -m arecall.pipeline.tracker ROOT``: serve one run's logging, then exit."""
+    """``python -m arecall.tracking.tracker ROOT``: serve one run's logging, then exit."""
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
     answers = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")

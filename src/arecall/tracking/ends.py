@@ -1,8 +1,7 @@
 """How a run ends: the statuses, the signals that end it, and a run used as a block.
 
-Apart from `arecall.pipeline.tracking` (which imports the config machinery) so that
-``arecall run`` can start its tracker process (`arecall.pipeline.tracker`) before importing
-anything heavy.
+Apart from `arecall.tracking.run` and the products' modules so that ``arecall run`` can start its
+tracker process (`arecall.tracking.tracker`) before importing anything heavy.
 """
 
 from __future__ import annotations
@@ -63,7 +62,7 @@ def interruptible() -> Iterator[None]:
 
 class RunBlock:
     """A run used as a context manager ends as its block ended (`end_status`): the one rule
-    for `TrackedRun` and the tracker process's `arecall.pipeline.tracker.RemoteRun`."""
+    for `TrackedRun` and the tracker process's `arecall.tracking.tracker.RemoteRun`."""
 
     def end(self, status: str, error: BaseException | str | None = None) -> None:
         raise NotImplementedError
