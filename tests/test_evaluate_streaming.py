@@ -296,6 +296,27 @@ def test_worst_lists_what_a_piped_run_returned(files, capsys) -> None:
     assert code == 0 and "returned: a x b" in out, out
 
 
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (b"q9 Q0 d9 1 0.5 \n", "line 301: expected 6 fields"),  # an empty tag
+        (b"q9  d9 1 0.5 t\n", "line 301: expected 6 fields"),  # an empty Q0
+        (b"q9 Q0 d9 1 0.5 t\xe9\n", "line 301: not valid UTF-8"),  # Latin-1 in the tag
+        (b"q9 Q\xe90 d9 1 0.5 t\n", "line 301: not valid UTF-8"),
+    ],
+)
+def test_the_columns_parsed_unread_are_checked_as_the_strict_reader_checks_them(
+    tmp_path, bad, message
+) -> None:
+    """Q0 and the tag are parsed as raw bytes (the fast path never needs their text): an empty
+    one or one that is not UTF-8 still gets the strict reader's message."""
+    good = "".join(f"q{i // 10} Q0 d{i} 1 {i} t\n" for i in range(300)).encode()
+    path = tmp_path / "run.trec"
+    path.write_bytes(good + bad)
+    with pytest.raises(ArecallError, match=message):
+        list(read_run(path))
+
+
 # -- bad input: one line, exit 2, nothing written -------------------------------------------------
 
 

@@ -654,13 +654,13 @@ def _run_rows(chunk: Chunk) -> _RunRows | None:
     p = chunk.path
     table = parse_chunk(chunk, "whitespace", _RUN_TYPES, 6)
     if table is not None:
-        tags = table["f5"].chunk(0)
+        tag = table["f5"].chunk(0)[0].as_py().decode("utf-8")
         return _RunRows(
             table["f0"].chunk(0),
             table["f2"].chunk(0),
             np.asarray(table["f4"].chunk(0).to_numpy(), dtype=np.float64),
             Consecutive(chunk.first_line, table.num_rows),
-            str(tags.dictionary[tags.indices[0].as_py()].as_py()),
+            tag,
         )
     qids: list[str] = []
     docs: list[str] = []
