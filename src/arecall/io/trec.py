@@ -453,9 +453,15 @@ def _raise_duplicate(
 
 
 def _tie_fix(
-    q: np.ndarray, s: np.ndarray, d: np.ndarray, vocab: pa.Array, perm: np.ndarray, ties: Ties
-) -> np.ndarray:
-    """Reorder rows of equal (query, score) by doc id; ``q, s, d`` are already permuted."""
+    q: np.ndarray,
+    s: np.ndarray,
+    d: np.ndarray,
+    vocab: pa.Array,
+    perm: np.ndarray | None,
+    ties: Ties,
+) -> np.ndarray | None:
+    """Reorder rows of equal (query, score) by doc id; ``q, s, d`` are already permuted by
+    ``perm`` (None: the identity). Returns the new permutation, or ``perm`` if no row moves."""
     same = (q[1:] == q[:-1]) & (s[1:] == s[:-1])
     if not same.any():
         return perm
@@ -468,7 +474,7 @@ def _tie_fix(
     if ties == "trec_eval":
         rank = -rank
     sub = np.lexsort((rank, group[idx]))
-    perm = perm.copy()
+    perm = np.arange(len(q)) if perm is None else perm.copy()
     perm[idx] = perm[idx][sub]
     return perm
 
@@ -530,7 +536,6 @@ def _build_run(
             f"{_line(where, lines, row)}: score is {float(scores[row])!r}; "
             "scores must be finite numbers"
         )
-    n = len(q)
     order_of = None
     if not bool(np.all(q[1:] >= q[:-1])):  # codes are in first-appearance order
         group = np.argsort(q, kind="stable")  # each query's rows together, in input order
@@ -541,18 +546,20 @@ def _build_run(
     bounds = offsets(counts)
     d, dvocab = _codes_by_query(docs, bounds)
     _raise_duplicate(q, d, (qvocab, dvocab), lines, where, "result", order_of)
-    if keep_order:
-        perm = np.arange(n)
-    else:
+    perm: np.ndarray | None = None  # None: the rows are in rank order already (the usual run)
+    if not keep_order:
         ordered = bool(np.all((q[1:] != q[:-1]) | (scores[1:] <= scores[:-1])))
-        perm = np.arange(n) if ordered else np.lexsort((-scores, q))
-        perm = _tie_fix(q[perm], scores[perm], d[perm], dvocab, perm, ties)
+        if ordered:
+            perm = _tie_fix(q, scores, d, dvocab, None, ties)
+        else:
+            perm = np.lexsort((-scores, q))
+            perm = _tie_fix(q[perm], scores[perm], d[perm], dvocab, perm, ties)
     return Run(
         query_ids=qvocab,
         offsets=bounds,
-        doc_codes=d[perm],
+        doc_codes=d if perm is None else d[perm],
         doc_ids=dvocab,
-        scores=np.ascontiguousarray(scores[perm], dtype=np.float64),
+        scores=np.ascontiguousarray(scores if perm is None else scores[perm], dtype=np.float64),
         name=name,
     )
 
