@@ -114,11 +114,14 @@ def finish_pipeline_run(
     vector: Any = None,
     rank_info: Path | None = None,
     progress: Callable[[str], None] | None = None,
+    end: bool = True,
 ) -> str | None:
     """Log a pipeline's reports (metrics, proof, tables, vector table) and end ``run`` FINISHED.
 
     The upload draws a tqdm bar of its `UPLOAD_STEPS` on a terminal, or tells ``progress``
-    (the tracker process tells the run's process, which draws it).
+    (the tracker process tells the run's process, which draws it). With ``end=False`` the run
+    stays RUNNING for its owner to end (`TrackedRun.upload`: the tracker process waits for the
+    run's process to say how it ended); a store failure is then left to `report_failure`.
 
     ``rank_info`` (the rank stage's ``rank.json``) adds how the ranking was stored as
     ``arecall.rank.<field>`` tags, so a run shows which representation its depth chose.
@@ -166,6 +169,8 @@ def finish_pipeline_run(
     def artifacts(client: Any, run_id: str) -> None:
         staged_artifacts(client, run_id, tables, documents, reports)
 
+    if not end:
+        return run.upload(flat, stepped, artifacts, tags=tags, progress=progress)
     if progress is not None:
         return run.finish(flat, stepped, artifacts, tags=tags, progress=progress)
     with upload_bar() as bar:
