@@ -175,7 +175,8 @@ def generate_acl(directory: Path, n_principals: int, seed: int, groups: int = 10
 
 
 def timed(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
-    """Wall seconds and peak resident memory (bytes) of one child process."""
+    """Wall seconds, CPU seconds (user + system) and peak resident memory (bytes) of one child
+    process: CPU time is the figure other load on a shared machine disturbs least."""
     started = time.perf_counter()
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})}
@@ -186,7 +187,8 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, float]
     err = proc.stderr.read().decode() if proc.stderr else ""
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{err}")
-    return {"wall": wall, "rss": usage.ru_maxrss * 1024, "stdout": out}  # type: ignore[dict-item]
+    cpu = usage.ru_utime + usage.ru_stime
+    return {"wall": wall, "cpu": cpu, "rss": usage.ru_maxrss * 1024, "stdout": out}  # type: ignore[dict-item]
 
 
 _BARE = """
@@ -292,14 +294,15 @@ def compare(args: argparse.Namespace, d: Path) -> None:
         f"paired runs in rotating order; load average after: {load[0]:.1f}"
     )
     print(agreement + "\n")
-    print("| | process wall | ÷ bare pyarrow | read (in process) | compute | peak memory |")
-    print("|---|--:|--:|--:|--:|--:|")
+    print("| | process wall | ÷ bare pyarrow | CPU | read (in process) | compute | peak memory |")
+    print("|---|--:|--:|--:|--:|--:|--:|")
     for name in tools:
         wall, rss = _median(results[name], "wall"), _median(results[name], "rss")
         read, compute = split.get(name, [None, None])
         cells = [
             f"{wall:.2f} s",
             f"{wall / floor:.2f}×",
+            f"{_median(results[name], 'cpu'):.2f} s",
             f"{read:.2f} s" if read is not None else "–",
             f"{compute:.2f} s" if compute is not None else "–",
             f"{rss / 2**30:.2f} GiB",
@@ -308,6 +311,7 @@ def compare(args: argparse.Namespace, d: Path) -> None:
     ranx_cold = [float(x) for x in cold["stdout"].split()]
     print(
         f"| ranx (cold: numba compiles) | {cold['wall']:.2f} s | {cold['wall'] / floor:.2f}× | "
+        f"{cold['cpu']:.2f} s | "
         f"{ranx_cold[0]:.2f} s | {ranx_cold[1]:.2f} s (compile included) | "
         f"{cold['rss'] / 2**30:.2f} GiB |"
     )
@@ -356,6 +360,14 @@ def check_agreement(run: Path, qrels: Path) -> str:
 # -- scale ---------------------------------------------------------------------------------------
 
 
+def _own_usage() -> tuple[int, float]:
+    """Peak resident bytes and CPU seconds of the calling process (run on each Dask worker)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime
+
+
 def scale(args: argparse.Namespace, d: Path) -> None:
     run, qrels = d / "run.trec", d / "qrels.txt"
     if not run.exists():
@@ -382,6 +394,10 @@ def scale(args: argparse.Namespace, d: Path) -> None:
             dask = timed([*base, *acl, "--engine", "dask", "--scheduler",
                           cluster.scheduler_address, "--format", "json",
                           "--out", str(d / "dask.json")])  # fmt: skip
+            with distributed.Client(cluster) as client:  # the workers' own peaks and CPU
+                worker = client.run(_own_usage)
+        dask["rss_workers"] = max(u[0] for u in worker.values())
+        dask["cpu"] += sum(u[1] for u in worker.values())
         rows.append((f"{args.principals}-principal ACL, --engine dask", dask))
         identical = (d / "dask.json").read_bytes() == (d / "local.json").read_bytes()
         assert identical, "the Dask engine's report differs from the local one"
@@ -392,9 +408,13 @@ def scale(args: argparse.Namespace, d: Path) -> None:
         f"load average after: {os.getloadavg()[0]:.1f}"
         + ("; dask report byte-identical to local" if identical else "")
     )
-    print("\n| arecall evaluate | process wall | peak memory |\n|---|--:|--:|")
+    print("\n| arecall evaluate | process wall | CPU (user + system) | peak memory |")
+    print("|---|--:|--:|--:|")
     for name, row in rows:
-        print(f"| {name} | {row['wall']:.1f} s | {row['rss'] / 2**30:.2f} GiB |")
+        peak = f"{row['rss'] / 2**30:.2f} GiB"
+        if "rss_workers" in row:
+            peak += f" (client); {row['rss_workers'] / 2**30:.2f} GiB (largest worker)"
+        print(f"| {name} | {row['wall']:.1f} s | {row['cpu']:.1f} s | {peak} |")
 
 
 def main() -> None:
