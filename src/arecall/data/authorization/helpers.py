@@ -7,7 +7,6 @@ seconds and the memory of the grants, not of their strings.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -17,7 +16,6 @@ import scipy.sparse as sp
 
 from arecall.core.errors import ArecallError
 from arecall.data.collection import Collection
-from arecall.io.acl import load_acl
 
 __all__ = [
     "acl_frame",
@@ -27,7 +25,6 @@ __all__ = [
     "membership",
     "principal_domains",
     "principals_for",
-    "read_acl",
 ]
 
 
@@ -56,46 +53,6 @@ def acl_frame(
             ),
         }
     )
-
-
-def read_acl(
-    path: str | os.PathLike[str],
-    doc_ids: Sequence[str] | pd.Series,
-    *,
-    groups: str | os.PathLike[str] | None = None,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A collection's principals and ACL table from an ACL file (and a groups file).
-
-    The files are read and expanded by `arecall.io.acl.load_acl` (the expansion ``arecall
-    evaluate`` uses), with the collection's documents as the universe: a line naming another
-    document id is an error. The principals are every member of the groups file and every
-    non-group name of the ACL, sorted; documents no line names are authorized to nobody.
-
-    Returns
-    -------
-    principals, acl : DataFrame
-        ``principal`` and ``groups`` (comma-separated); ``principal``, ``doc_id``, both
-        categorical over the full vocabularies, sorted by principal then document.
-
-    Examples
-    --------
-    >>> import tempfile, pathlib
-    >>> d = pathlib.Path(tempfile.mkdtemp())
-    >>> _ = (d / "acl.tsv").write_text("doc_id\\tprincipal\\na\\tann\\nb\\tstaff\\n")
-    >>> _ = (d / "groups.tsv").write_text("bob\\tstaff\\n")
-    >>> principals, acl = read_acl(d / "acl.tsv", ["a", "b", "c"], groups=d / "groups.tsv")
-    >>> principals["principal"].tolist(), acl.values.tolist()
-    (['ann', 'bob'], [['ann', 'a'], ['bob', 'b']])
-    """
-    acl = load_acl(path, groups=groups, documents=pd.Index(doc_ids).astype(str).tolist())
-    grants = acl.grants
-    owners = np.repeat(np.arange(grants.shape[0]), np.diff(grants.indptr))
-    names = list(acl.principals)
-    table = acl_frame(owners, grants.indices, names, doc_ids)
-    principals = pd.DataFrame(
-        {"principal": names, "groups": [",".join(acl.groups.get(p, ())) for p in names]}
-    )
-    return principals, table
 
 
 def acl_from_masks(
