@@ -25,7 +25,7 @@ from arecall.core.errors import ArecallError
 from arecall.evaluate import compare, evaluate, pairs
 from arecall.io.trec import Run, load_run, read_run
 
-from conftest import VENV_BIN
+from tests.helpers import VENV_BIN
 
 DOCS = [f"d{i}" for i in range(40)]
 SCORES = [0.5, 1.0, 1.5, 2.0]  # few values: many ties

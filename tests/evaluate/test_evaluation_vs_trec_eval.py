@@ -2,7 +2,7 @@
 pytrec_eval), on random runs full of tied scores: ``ties="trec_eval"`` orders equal scores as
 trec_eval's ``comp_sim_docno`` does, so the two agree on every query (to 1e-12).
 
-ranx leaves ties to an unstable sort (tests/test_evaluation_vs_ranx.py avoids them); trec_eval
+ranx leaves ties to an unstable sort (tests/evaluate/test_evaluation_vs_ranx.py avoids them); trec_eval
 defines them, which makes it the oracle for the order rule.
 """
 
