@@ -28,8 +28,8 @@ _LAZY = {
     "Placement": "arecall.core.placement",
     "authorized_recall_at_k": "arecall.core.measures",
     "ndcg_at_k": "arecall.core.measures",
-    "post_filter": "arecall.core.placement",
-    "pre_filter": "arecall.core.placement",
+    "post_filter": "arecall.core.filters",
+    "pre_filter": "arecall.core.filters",
     "precision_at_k": "arecall.core.measures",
     "recall_at_k": "arecall.core.measures",
     "reciprocal_rank": "arecall.core.measures",
@@ -47,7 +47,8 @@ if TYPE_CHECKING:
         reciprocal_rank,
         unusable_fraction_at_k,
     )
-    from arecall.core.placement import Placement, post_filter, pre_filter
+    from arecall.core.filters import post_filter, pre_filter
+    from arecall.core.placement import Placement
 
 __version__ = "0.1.0"
 
