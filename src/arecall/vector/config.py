@@ -81,6 +81,11 @@ class IndexConfig:
         Any of ``post``, ``pushdown``, ``pre``, ``auto``.
     target_recall : float
         The recall the ``auto`` planner calibrates for, in (0, 1].
+    confidence : float
+        How sure ``auto`` must be, per batch, that the batch's mean recall@k is at least
+        ``target_recall``, in [0.5, 1): the certificate keeps the matching one-sided normal
+        quantile of standard errors (2.58 at 0.995) above the target, and answers exactly what
+        it cannot certify. Lower is faster and promises less.
     store : str
         The vector store that holds the index, a name in ``arecall.vector.stores.STORES``
         (``faiss`` is the reference; not in the YAML files, which rely on this default); every
@@ -98,6 +103,7 @@ class IndexConfig:
     ef_search: int = 64
     placements: list[str] = field(default_factory=lambda: list(PLACEMENTS))
     target_recall: float = 0.95
+    confidence: float = 0.995
     store: str = "faiss"
 
 

@@ -1,0 +1,160 @@
+"""The direct plan: a filter independent of the cells, answered in one to three faiss calls.
+
+Where the cells' counts show the filter ignoring the geometry (`Cells.looks_independent`),
+every query's local selectivity is the global share, and the plan is the one the general path
+(`arecall.vector.placement.general`) would reach for such a filter, without its per-query
+bookkeeping: a strided sample reads its top-ef lists at
+:meth:`~arecall.vector.placement.curves.RecallCurves.ef_direct` (the efSearch where the
+calibrated curve crosses the batch's aim), and if those lists hold, pooled, the share the
+filter's size predicts, every other query is pushed down at that efSearch in one call,
+certified by the uniform-filter calibration. Where the planner measured one list walk for the
+whole batch cheaper than that sample and pushdown
+(:meth:`~arecall.vector.placement.costs.CostModel.lists_pay`), every query reads its list in
+one call instead, and only the lists holding fewer than k go to pushdown.
+
+Between and before its faiss calls it does as little as it can, and the rest after: at
+100,000 vectors, a hundred microseconds of numpy between the sample's walk and the pushdown
+cost the pushdown three times that (the graph it had cached was evicted), and this plan must
+run within 10% of a plain pushdown of the batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from arecall.vector.index import Hits
+from arecall.vector.placement import certification
+from arecall.vector.placement.batch import Batch
+from arecall.vector.placement.evidence import Plan
+
+__all__ = ["direct", "scan_all"]
+
+Lists = tuple[int, Hits]
+"""(efSearch, every query's unfiltered top-efSearch list): lists the direct plan read and hands
+to the general plan when it declines, so that no query walks twice at the same efSearch."""
+
+
+def direct(batch: Batch) -> tuple[tuple[Hits, Plan] | None, Lists | None]:
+    """The direct plan's answer and plan — or ``None`` (nothing answered) where the general
+    plan must decide, with the lists it read if it read every query's.
+
+    ``None`` before any search where the calibration does not reach the goal at this share,
+    and after the lists where they fall short of the filter's share; every query scanned
+    where no walk at the global share beats the scan (:func:`scan_all`).
+    """
+    planner, n_q, s_global = batch.planner, batch.n_q, batch.share
+    ef = planner.ef_direct(s_global, n_q)
+    if not planner.walk_cost(ef) < batch.scan_cost:
+        # Every query has the global share, and no walk at it beats the scan: the general
+        # plan would scan them all too, after 0.3-0.5 ms of numpy (10% of a 10% scan at
+        # 100,000 vectors). The same answer and the same plan, without it.
+        return scan_all(batch), None
+    if planner.direct_recall(s_global, n_q) < planner.goal:
+        return None, None
+    every = planner.lists_pay(ef, s_global)
+    settings = planner.settings
+    # The rows whose lists are read: every row, or the sample.
+    read = (
+        np.arange(n_q)
+        if every
+        else certification.sample_rows(n_q, settings.sample_min, settings.sample_share)
+    )
+    full = batch.index._walk(batch.q if every else batch.q[read], ef, ef)
+    ok = batch.mask[full.ids] & (full.ids >= 0)  # faiss pads with -1: mask[-1], masked out
+    count = np.count_nonzero(ok, axis=1)
+    if not certification.pooled_share_fits(count, ef, s_global, settings.pooled_share_z):
+        return None, ((ef, full) if every else None)
+    short = count < batch.k  # lists that cannot answer: pushed down with the rows not read
+    if every:
+        pushed = np.flatnonzero(short)
+    else:
+        rest = certification.unsampled_rows(n_q, settings.sample_min, settings.sample_share)
+        pushed = np.union1d(rest, read[short]) if short.any() else rest
+    got = batch.index._walk(batch.q[pushed], batch.k, ef, batch.mask) if pushed.size else None
+    return _answered(batch, ef, read, full, ok, short, pushed, got), None
+
+
+def _answered(
+    batch: Batch,
+    ef: int,
+    read: npt.NDArray[np.int64],
+    full: Hits,
+    ok: npt.NDArray[np.bool_],
+    short: npt.NDArray[np.bool_],
+    pushed: npt.NDArray[np.int64],
+    got: Hits | None,
+) -> tuple[Hits, Plan]:
+    """Everything after the searches: each read list's answer and evidence, the pushed rows'
+    answers, a scan of any pushdown that came back short, and the plan."""
+    planner, n_q, k = batch.planner, batch.n_q, batch.k
+    certified = planner.direct_recall(batch.share, n_q)
+    walk = planner.walk_cost(ef)
+    ids = np.empty((n_q, k), dtype=np.int64)
+    scores = np.empty((n_q, k), dtype=np.float32)
+    _, rank_k, kept = certification.read_lists(full, batch.mask, k, ok)
+    answered = read[~short]
+    ids[answered], scores[answered] = kept.ids, kept.scores
+    # A list's rank certificate can only raise its recall above the uniform calibration's.
+    by_rank = planner.predicted_recall(float(ef * k) / rank_k[~short])
+    predicted = certified * n_q + float(np.sum(np.maximum(by_rank, certified) - certified))
+    spent = walk * (n_q + int(np.count_nonzero(short)))  # a short list is walked twice
+    scanned = np.zeros(0, dtype=np.int64)
+    if got is not None:
+        ids[pushed], scores[pushed] = got.ids, got.scores
+        # A pushdown that comes back short (nodes HNSW left unreachable) is scanned.
+        scanned = pushed[got.returned() < min(k, batch.n_allowed)]
+    if scanned.size:
+        exact = batch.scan(scanned)
+        ids[scanned], scores[scanned] = exact.ids, exact.scores
+        predicted += scanned.size * (1.0 - certified)
+        spent += scanned.size * batch.scan_cost
+    plan = Plan(
+        method="pushdown",
+        ef_search=ef,
+        n_allowed=batch.n_allowed,
+        cost_exact=batch.scan_cost,
+        cost_pushdown=walk,
+        n_fallback=int(scanned.size),
+        n_queries=n_q,
+        ef_min=ef,
+        local_selectivity=batch.share,
+        predicted_recall=predicted / n_q,
+        cost_auto=spent / n_q,
+    )
+    return Hits(ids, scores), plan
+
+
+def scan_all(batch: Batch) -> tuple[Hits, Plan]:
+    """Every query of a filter independent of the cells scanned, and the plan the general path
+    states for it (no query walked or probed: each query's local selectivity is the global
+    share, its certified recall 1, its cost the scan's).
+
+    Examples
+    --------
+    >>> from arecall.vector.index import build_index
+    >>> from arecall.vector.placement import AutoPlanner
+    >>> idx = build_index(np.eye(4, dtype=np.float32), kind="exact")
+    >>> q, mask = np.eye(4, dtype=np.float32)[:2], np.ones(4, bool)
+    >>> batch = Batch(idx, q, 1, mask, 4, None, AutoPlanner(n_docs=4, k=1, ef_base=None))
+    >>> hits, plan = scan_all(batch)
+    >>> hits.rows(), str(plan)
+    ([[0], [1]], 'scan (local s=1.00: no graph plan cheaper)')
+    """
+    n_q, scan_cost = batch.n_q, batch.scan_cost
+    hits = batch.scan()
+    plan = Plan(
+        method="exact",
+        ef_search=None,
+        n_allowed=batch.n_allowed,
+        cost_exact=scan_cost,
+        cost_pushdown=None,
+        n_fallback=0,
+        n_queries=n_q,
+        ef_min=None,
+        n_escalated=0,
+        local_selectivity=float(np.full(n_q, batch.share).mean()),
+        predicted_recall=1.0,
+        cost_auto=float(np.full(n_q, n_q * scan_cost / n_q).mean()),
+    )
+    return hits, plan
