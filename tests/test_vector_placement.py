@@ -948,3 +948,20 @@ def test_a_read_list_keeps_its_first_k_authorized_in_rank_order_and_where_the_kt
     assert kept.scores.tolist() == [
         [float(scores[r, j]) for j in h] for r, h in zip(rows, full, strict=True)
     ]
+
+
+def test_graph_costs_are_measured_for_any_k_each_at_an_efsearch_of_at_least_k() -> None:
+    # Issue 35: measure_graph_costs timed walks at efSearch 64 whatever k, and the index refuses
+    # an efSearch below k: `bench_adversarial.py --k 100` stopped with "ef_search=64: must be
+    # at least k=100". Every efSearch it times is now one the index accepts for that k.
+    from arecall.vector.placement import measure_graph_costs
+
+    x = np.random.default_rng(0).normal(size=(3000, 16)).astype(np.float32)
+    idx = build_index(x)
+    planner = calibrate_auto(idx, 100, queries=x[:40], graph_cost=0.5)
+    assert planner.ef_base is not None
+    fast = replace(planner, settings=replace(planner.settings, cost_min_time=0.0))
+    measured = measure_graph_costs(idx, x[:40], fast, repeats=1)
+    assert measured.graph_costs and all(ef >= 100 for ef, _ in measured.graph_costs)
+    assert all(ef >= 100 for ef, _ in measured.list_costs)
+    assert all(c > 0 for _, c in measured.graph_costs)

@@ -68,7 +68,8 @@ def measure_graph_cost(
 def measure_graph_costs(
     index: VectorIndex, queries: Any, planner: AutoPlanner, *, repeats: int = DEFAULTS.cost_repeats
 ) -> AutoPlanner:
-    """``planner`` with ``graph_costs`` measured on this machine at efSearch 64, 256, 1024, …
+    """``planner`` with ``graph_costs`` measured on this machine at efSearch 64, 256, 1024, … (those
+    at least k)
     and at ``ef_base``, up to the largest efSearch its calibration walked, the batch
     scan's ``scan_slopes`` at 1/8, 1/4 and 1/2 of the documents (:func:`_scan_slopes`), the
     batch's ``list_costs`` at those efSearch values up to 256 (:func:`_list_costs`), and the
@@ -97,7 +98,9 @@ def measure_graph_costs(
     looks = () if planner.second_look is None else planner.second_look[0:3:2]
     settings = planner.settings
     min_time = settings.cost_min_time
-    efs = sorted({planner.ef_base, *looks, *(e for e in settings.cost_efs if e <= top)})
+    # every efSearch at least k: the index refuses a smaller one (a k of 100 met 64 here)
+    timed = (e for e in settings.cost_efs if planner.k <= e <= top)
+    efs = sorted({planner.ef_base, *looks, *timed})
     costs = _graph_costs(index, q, planner.k, efs, repeats, min_time)
     slopes = _scan_slopes(index, q, planner.k, settings.slope_shares, repeats, min_time)
     listed = [ef for ef in efs if ef <= settings.list_ef_max]
