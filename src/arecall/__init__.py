@@ -38,6 +38,7 @@ _LAZY = {
 
 if TYPE_CHECKING:
     from arecall.core.errors import ArecallError
+    from arecall.core.filters import post_filter, pre_filter
     from arecall.core.measures import (
         Authorized,
         authorized_recall_at_k,
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
         reciprocal_rank,
         unusable_fraction_at_k,
     )
-    from arecall.core.filters import post_filter, pre_filter
     from arecall.core.placement import Placement
 
 __version__ = "0.1.0"
