@@ -278,8 +278,16 @@ class _FixedPushdowns:
         return _batches_kept(recalls, returned, self.want, self.size, self.target)
 
     def cheapest(self, keeps: Callable[[int], bool]) -> int | None:
+        """The smallest efSearch that ``keeps`` (:func:`_cheapest_ef`), up to where a pushdown
+        is too slow: at or past the authorized count (it then scores every authorized document
+        through the graph, dearer than the scan — decided by counts, not timings, so a loaded
+        machine cannot make it qualify), or timed slower than three scans."""
+        matching = int(self.mask.sum())
         return _cheapest_ef(
-            keeps, self.k, self.index.n_docs, lambda ef: self.seconds(ef) > 3 * self.t_scan
+            keeps,
+            self.k,
+            self.index.n_docs,
+            lambda ef: ef >= matching or self.seconds(ef) > 3 * self.t_scan,
         )
 
 

@@ -45,8 +45,15 @@ import numpy.typing as npt
 from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_positive_int
 from arecall.vector.generator import BenchData, generate, l2_normalise
+from arecall.vector.shifted import DEFAULT_DIMS, SHIFTED_CORPORA, shifted_corpus
 
-__all__ = ["ADVERSARIAL_CORPORA", "AdversarialCorpus", "adversarial_corpus"]
+__all__ = [
+    "ADVERSARIAL_CORPORA",
+    "ALL_CORPORA",
+    "SHIFTED_CORPORA",
+    "AdversarialCorpus",
+    "adversarial_corpus",
+]
 
 #: Corpus names, in benchmark order.
 ADVERSARIAL_CORPORA: tuple[str, ...] = (
@@ -56,6 +63,10 @@ ADVERSARIAL_CORPORA: tuple[str, ...] = (
     "lowrank-uniform",
     "verity",
 )
+
+#: Every corpus :func:`adversarial_corpus` draws: the filters that follow the data above, then
+#: the queries drawn unlike the documents (`arecall.vector.shifted`).
+ALL_CORPORA: tuple[str, ...] = ADVERSARIAL_CORPORA + SHIFTED_CORPORA
 
 _CHUNK = 65536
 
@@ -203,24 +214,29 @@ def _isotropic_workload(seed: int, dims: int) -> Callable[[int], npt.NDArray[np.
 def adversarial_corpus(
     name: str,
     n_docs: int = 100_000,
-    dims: int = 128,
+    dims: int | None = None,
     n_queries: int = 200,
     seed: int = 7,
     *,
-    n_clusters: int = 200,
+    n_clusters: int | None = None,
     spread: float = 0.6,
     rank: int = 12,
     noise: float = 0.1,
+    few: int = 1,
 ) -> AdversarialCorpus:
-    """Generate one corpus of :data:`ADVERSARIAL_CORPORA` (see the module docstring).
+    """Generate one corpus of :data:`ALL_CORPORA` (see the module docstring, and
+    `arecall.vector.shifted` for the shifted-query ones).
 
     Parameters
     ----------
     name : str
-        One of ``ADVERSARIAL_CORPORA``.
+        One of ``ALL_CORPORA``.
     n_docs, dims, n_queries, seed : int
+        ``dims`` defaults to 128 (96 for ``tight-few``).
     n_clusters : int
-        Clusters of the clustered corpora.
+        Clusters of the clustered corpora (default 200; 60 for ``tight-few``).
+    few : int
+        Clusters ``tight-few`` draws its queries from.
     spread : float
         Within-cluster noise norm relative to the (unit-scale) cluster centre.
     rank, noise : int, float
@@ -239,7 +255,8 @@ def adversarial_corpus(
     True
     """
     n_docs = check_positive_int("n_docs", n_docs)
-    dims = check_positive_int("dims", dims)
+    dims = check_positive_int("dims", DEFAULT_DIMS.get(name, 128) if dims is None else dims)
+    n_clusters = (60 if name == "tight-few" else 200) if n_clusters is None else n_clusters
     n_queries = check_positive_int("n_queries", n_queries)
     seed = check_positive_int("seed", seed, minimum=0)
     if name in ("clustered-anti", "clustered-corr"):
@@ -271,4 +288,11 @@ def adversarial_corpus(
     if name == "verity":
         data = generate(n_docs, dims, n_queries, seed)
         return AdversarialCorpus(name, data, None, _isotropic_workload(seed, dims))
-    raise ArecallError(f"corpus={name!r}: must be one of {', '.join(ADVERSARIAL_CORPORA)}")
+    if name in SHIFTED_CORPORA:
+        n_clusters = check_positive_int("n_clusters", n_clusters, minimum=2)
+        few = check_positive_int("few", min(few, n_clusters))
+        drawn, labels, stream = shifted_corpus(
+            name, n_docs, dims, n_queries, seed, n_clusters=n_clusters, few=few
+        )
+        return AdversarialCorpus(name, drawn, labels, stream)
+    raise ArecallError(f"corpus={name!r}: must be one of {', '.join(ALL_CORPORA)}")

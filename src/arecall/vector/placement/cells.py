@@ -42,6 +42,13 @@ class Cells:
     sample: npt.NDArray[np.int64] | None = field(default=None, repr=False)
     """Sorted ids of the documents :meth:`looks_independent` counts (``None``: all of them)."""
     settings: PlannerSettings = field(default=DEFAULTS, repr=False, compare=False)
+    landmarks: npt.NDArray[np.int64] | None = field(default=None, repr=False, compare=False)
+    """Per cell, the member nearest its centroid (-1 for an empty cell): real documents whose
+    scores bound from below what a query's walk should have found (:meth:`landmark_best`)."""
+    landmark_vectors: npt.NDArray[np.float32] | None = field(
+        default=None, repr=False, compare=False
+    )
+    """The landmarks' vectors, one row per non-empty cell (in ``landmarks`` order)."""
 
     @property
     def n_cells(self) -> int:
@@ -197,6 +204,37 @@ class Cells:
             out[start : start + score.shape[0]] = summed[:, 0] / np.maximum(summed[:, 1], 1.0)
         return out
 
+    def landmark_best(
+        self, queries: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_] | None = None
+    ) -> npt.NDArray[np.float64]:
+        """Per query, the best score of an authorized landmark (``-inf`` where none is, or
+        where the cells have no landmarks): a score some authorized document reaches, so a
+        walk whose best answer scores lower never reached the query's neighbourhood.
+
+        Examples
+        --------
+        >>> x = np.array([[1, 0], [0.9, 0.1], [0, 1], [0.1, 0.9]], np.float32)
+        >>> cells = coarse_cells(x, 2, iterations=2)
+        >>> cells.landmark_best(np.array([[1, 0]], np.float32)).round(2).tolist()
+        [1.0]
+        >>> cells.landmarks.tolist()  # each cell's member nearest its centroid (ties: lowest id)
+        [0, 2]
+        >>> cells.landmark_best(np.array([[1, 0]], np.float32), np.arange(4) >= 2).tolist()
+        [0.0]
+        """
+        if self.landmark_vectors is None or not self.landmark_vectors.shape[0]:
+            return np.full(queries.shape[0], -np.inf)
+        scores = queries @ self.landmark_vectors.T
+        if mask is not None:
+            scores = np.where(mask[self._landmark_ids], scores, -np.inf)
+        return np.asarray(scores.max(axis=1), dtype=np.float64)
+
+    @cached_property
+    def _landmark_ids(self) -> npt.NDArray[np.int64]:
+        """The landmarks that exist (one per non-empty cell), in ``landmark_vectors`` order."""
+        marks = np.zeros(0, dtype=np.int64) if self.landmarks is None else self.landmarks
+        return marks[marks >= 0]
+
     @cached_property
     def _half_norm(self) -> npt.NDArray[np.float32]:
         """Half each centroid's squared norm: ``q·c − ‖c‖²/2`` ranks cells as −‖q − c‖² does."""
@@ -264,7 +302,36 @@ def coarse_cells(
     # The documents Cells.looks_independent counts: all of them unless a sample is much smaller.
     wanted = per_cell * c
     counted = np.sort(rng.choice(n, size=wanted, replace=False)) if 2 * wanted <= n else None
-    return Cells(np.ascontiguousarray(centroids), assignment, sizes, probe, counted, settings)
+    marks = _landmarks(vectors, centroids, assignment, block)
+    return Cells(
+        np.ascontiguousarray(centroids),
+        assignment,
+        sizes,
+        probe,
+        counted,
+        settings,
+        marks,
+        np.ascontiguousarray(vectors[marks[marks >= 0]]),
+    )
+
+
+def _landmarks(
+    vectors: npt.NDArray[np.float32],
+    centroids: npt.NDArray[np.float32],
+    assignment: npt.NDArray[np.int64],
+    block: int,
+) -> npt.NDArray[np.int64]:
+    """Per cell, the member nearest its centroid (lowest id on a tie; -1 for an empty cell)."""
+    gap = np.empty(vectors.shape[0], dtype=np.float64)
+    for start in range(0, vectors.shape[0], block):
+        stop = min(vectors.shape[0], start + block)
+        off = vectors[start:stop] - centroids[assignment[start:stop]]
+        gap[start:stop] = np.einsum("ij,ij->i", off, off)
+    order = np.lexsort((np.arange(gap.size), gap, assignment))
+    firsts = np.flatnonzero(np.r_[True, np.diff(assignment[order]) != 0])
+    marks = np.full(centroids.shape[0], -1, dtype=np.int64)
+    marks[assignment[order[firsts]]] = order[firsts]
+    return marks
 
 
 def probe_width(ef: int, cells: Cells) -> int:

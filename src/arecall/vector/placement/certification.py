@@ -12,15 +12,217 @@ certificate cannot lift to the batch's goal is answered exactly (:func:`below_go
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
+from scipy import special
 
 from arecall.vector.index import Hits
 from arecall.vector.placement.settings import DEFAULTS
 
-__all__ = ["below_goal", "pooled_share_fits", "read_lists", "sample_rows", "unsampled_rows"]
+if TYPE_CHECKING:
+    from arecall.vector.placement.planner import AutoPlanner
+
+__all__ = [
+    "Audit",
+    "audit",
+    "below_goal",
+    "effective_cells",
+    "pooled_share_fits",
+    "read_lists",
+    "recall_bound",
+    "sample_rows",
+    "shift_alarm",
+    "unlike_calibration",
+    "unsampled_rows",
+]
+
+
+@dataclass(frozen=True)
+class Audit:
+    """What a batch's answers say about themselves, read against the calibration.
+
+    ``value``: each answer's certified recall — the calibration's mean recall of answers like it
+    (typical, tail or deep, `arecall.vector.placement.curves.Stratum`), 0 for an answer the
+    calibration saw nothing like (below its floor), for a stuck walk, and for the tail (or its
+    deep part) where the batch has more there than a batch drawn like the calibration queries
+    would (:func:`shift_alarm`); ``tail`` and ``deep``: the answers below the calibration's
+    tail and deep thresholds; ``stuck``: a deep answer whose best document an authorized
+    landmark outscores (the walk never reached the query's neighbourhood); ``shifted``: a
+    count raised the alarm.
+    """
+
+    value: npt.NDArray[np.float64]
+    tail: npt.NDArray[np.bool_]
+    stuck: npt.NDArray[np.bool_]
+    shifted: bool
+    deep: npt.NDArray[np.bool_]
+
+
+def audit(
+    planner: AutoPlanner,
+    q: npt.NDArray[np.float32],
+    hits: Hits,
+    share: float,
+    efs: npt.NDArray[np.int64],
+    mask: npt.NDArray[np.bool_] | None,
+    *,
+    test_shift: bool = True,
+) -> Audit | None:
+    """Audit full answers ``hits`` of queries ``q`` found at efSearch ``efs`` (one per row)
+    under a filter of ``share`` (``mask``; ``None``: none): :class:`Audit`, or ``None`` where
+    the planner has no support table (a planner built by hand: its mean certifies as before).
+
+    The calibration describes its own queries. A batch drawn elsewhere — queries around another
+    mean, or noisier — gets lower k-th scores than any of them: on 100,000 low-rank vectors a
+    batch around the documents' mean flipped had every one of 200 below the calibration's tail
+    threshold (5% of the calibration is), where batches drawn like the calibration put 0-18
+    there. Its answers are then not certified by a recall measured on other queries.
+
+    Examples
+    --------
+    >>> from arecall.vector.placement import AutoPlanner
+    >>> p = AutoPlanner(n_docs=100, k=2, ef_base=16, n_calibration=400,
+    ...                 support=((1.0, 16, 0.2, 0.4, 0.5, 0.99, 0.9, 0.8),))
+    >>> scores = np.array([[0.9, 0.8], [0.5, 0.45], [0.5, 0.3], [0.3, 0.1]], np.float32)
+    >>> hits = Hits(np.arange(8).reshape(4, 2), scores)
+    >>> q = np.zeros((4, 3), np.float32)
+    >>> a = audit(p, q, hits, 1.0, np.full(4, 16), None, test_shift=False)
+    >>> a.value.tolist(), a.tail.tolist()  # typical, tail, deep, below the floor
+    ([0.99, 0.9, 0.8, 0.0], [False, True, True, True])
+    >>> audit(p, q, hits, 1.0, np.full(4, 16), None).value.tolist()  # 3 of 4 in the tail
+    [0.99, 0.0, 0.0, 0.0]
+    """
+    if not planner.support:
+        return None
+    n = hits.ids.shape[0]
+    got = np.empty((n, 6))
+    for ef in np.unique(efs):
+        stratum = planner.stratum(share, float(ef))
+        assert stratum is not None
+        got[efs == ef] = stratum
+    floor, deep_below, tail_below, typical, in_tail, in_deep = got.T
+    kth = hits.scores[:, -1]
+    deep, tail = kth < deep_below, kth < tail_below
+    stuck = np.zeros(n, dtype=bool)
+    rows = np.flatnonzero(deep)
+    if rows.size and planner.cells is not None:
+        # A walk that never reached the query's neighbourhood: some authorized document (a
+        # landmark, its cell's member nearest the centroid) outscores its best answer.
+        stuck[rows] = planner.cells.landmark_best(q[rows], mask) > hits.scores[rows, 0]
+    value = np.where(deep, in_deep, np.where(tail, in_tail, typical))
+    value[stuck | (kth < floor)] = 0.0
+    shifted = False
+    if test_shift:
+        unlike = unlike_calibration(planner, tail, deep)
+        shifted = unlike is not None
+        if unlike is not None:
+            value[unlike] = 0.0
+    return Audit(value, tail, stuck, shifted, deep)
+
+
+def unlike_calibration(
+    planner: AutoPlanner, tail: npt.NDArray[np.bool_], deep: npt.NDArray[np.bool_]
+) -> npt.NDArray[np.bool_] | None:
+    """The answers the calibration does not certify because the batch is unlike its queries:
+    the tail, where the batch has more answers there than a batch drawn like the calibration
+    queries puts there, else the tail's deep part, where that count is; ``None`` where
+    neither raises the :func:`shift_alarm`."""
+    settings, n = planner.settings, tail.shape[0]
+    if shift_alarm(planner, int(np.count_nonzero(tail)), n, settings.tail_share):
+        return tail
+    if shift_alarm(planner, int(np.count_nonzero(deep)), n, settings.deep_share):
+        return deep
+    return None
+
+
+def effective_cells(planner: AutoPlanner, best_ids: npt.NDArray[np.int64]) -> float:
+    """In how many cells, effectively, a batch's answers lie: the inverse of the sum of squared
+    shares of the cells holding each query's best answer (``best_ids``). Batches drawn like the
+    documents spread over a hundred cells and more; the queries of one tight cluster, over a
+    few. Infinite without cells.
+
+    Examples
+    --------
+    >>> from arecall.vector.placement import AutoPlanner, Cells
+    >>> cells = Cells(np.eye(2, dtype=np.float32), np.array([0, 0, 1, 1]), np.array([2, 2]))
+    >>> p = AutoPlanner(n_docs=4, k=1, ef_base=2, cells=cells)
+    >>> effective_cells(p, np.array([0, 1, 2, 3])), effective_cells(p, np.array([0, 1, 0, 1]))
+    (2.0, 1.0)
+    """
+    if planner.cells is None or not best_ids.size:
+        return math.inf
+    counts = np.bincount(planner.cells.assignment[best_ids], minlength=planner.cells.n_cells)
+    share = counts / best_ids.size
+    return float(1.0 / np.sum(share * share))
+
+
+def recall_bound(first: Hits, deeper: Hits, k: int) -> npt.NDArray[np.float64]:
+    """Per query, an upper bound on the recall@k of ``first`` from a deeper search of the same
+    query: the share of ``first``'s answers still among the k best of both searches' answers.
+
+    A document the deeper search found that outscores an answer can only push the answers out
+    of the true top k, never in, so the bound holds whatever the deeper search missed itself.
+
+    Examples
+    --------
+    >>> first = Hits(np.array([[1, 2]]), np.array([[0.9, 0.5]], np.float32))
+    >>> deeper = Hits(np.array([[1, 7]]), np.array([[0.9, 0.6]], np.float32))
+    >>> recall_bound(first, deeper, 2).tolist()  # 7 beats 2: at most one of two is right
+    [0.5]
+    """
+    ids = np.concatenate([first.ids, deeper.ids], axis=1)
+    scores = np.concatenate([first.scores, deeper.scores], axis=1)
+    out = np.empty(ids.shape[0])
+    for row in range(ids.shape[0]):
+        real = ids[row] >= 0
+        seen, at = np.unique(ids[row][real], return_index=True)
+        best = seen[np.argsort(-scores[row][real][at], kind="stable")[:k]]
+        out[row] = np.count_nonzero(np.isin(first.ids[row], best)) / k
+    return out
+
+
+def shift_alarm(planner: AutoPlanner, n_below: int, n: int, share: float) -> bool:
+    """Whether ``n_below`` of a batch of ``n`` below the calibration's ``share`` threshold
+    (tail or deep) is more than a batch drawn like the calibration queries puts there, at
+    false-alarm rate ``settings.shift_level`` / 2 (the two thresholds are tested each).
+
+    Exactly ``a = ceil(share × n_cal)`` of the ``n_cal`` calibration queries are below the
+    threshold, so the chance that a fresh query drawn like them falls below it is the (a+1)-th
+    smallest of n_cal uniforms, Beta(a + 1, n_cal − a), and a batch's count is beta-binomial —
+    the threshold's own noise included, not only the batch's. Cached per batch size.
+
+    Examples
+    --------
+    >>> from arecall.vector.placement import AutoPlanner
+    >>> p = AutoPlanner(n_docs=100, k=2, ef_base=16, n_calibration=400)
+    >>> shift_alarm(p, 18, 200, 0.05), shift_alarm(p, 40, 200, 0.05)  # 10 expected
+    (False, True)
+    >>> shift_alarm(p, 5, 43, 0.01), shift_alarm(p, 2, 43, 0.01)  # 0.5 expected
+    (True, False)
+    """
+    settings = planner.settings
+    n_cal = max(1, planner.n_calibration)
+    a = min(n_cal, math.ceil(share * n_cal))
+    level = settings.shift_level / 2
+
+    def critical() -> int:
+        counts = np.arange(n + 1)
+        alpha, beta = a + 1.0, max(n_cal - a, 1e-9)
+        log_pmf = (
+            special.gammaln(n + 1)
+            - special.gammaln(counts + 1)
+            - special.gammaln(n - counts + 1)
+            + special.betaln(counts + alpha, n - counts + beta)
+            - special.betaln(alpha, beta)
+        )
+        upper = np.cumsum(np.exp(log_pmf)[::-1])[::-1]  # P[count >= c]
+        return int(np.argmax(upper < level)) if upper[-1] < level else n + 1
+
+    return bool(n_below >= planner._remember(("shift", n, share), critical))
 
 
 def read_lists(

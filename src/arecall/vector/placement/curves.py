@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -23,7 +24,21 @@ from scipy import special
 
 from arecall.vector.placement.memo import Remembering
 
-__all__ = ["RecallCurves", "curve_table", "lookup"]
+__all__ = ["RecallCurves", "Stratum", "curve_table", "lookup"]
+
+
+class Stratum(NamedTuple):
+    """What the calibration says about one answer at a share and efSearch, by its k-th score:
+    below ``floor`` it saw nothing like it (no evidence: recall 0); below ``deep_below`` the
+    answer is in the tail's deepest part, below ``tail_below`` in the tail; a typical answer
+    recalls ``typical`` on average, a tail one ``tail``, a deep one ``deep``."""
+
+    floor: float
+    deep_below: float
+    tail_below: float
+    typical: float
+    tail: float
+    deep: float
 
 
 _Curve = tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]
@@ -118,6 +133,7 @@ class RecallCurves(Remembering):
     margin: float
     confidence: float
     n_calibration: int
+    support: tuple[tuple[float, int, float, float, float, float, float, float], ...]
 
     def filtered_recall(self, ef: npt.ArrayLike, share: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """Calibrated pushdown recall at efSearch ``ef`` where ``share`` of the neighbourhood is
@@ -359,3 +375,57 @@ class RecallCurves(Remembering):
         """Standard errors of a batch's mean the aim keeps above the target: the one-sided
         ``confidence`` point of the normal distribution (2.58 at 0.995)."""
         return float(special.ndtri(self.confidence))
+
+    def stratum(self, share: float, ef: float) -> Stratum | None:
+        """The calibration's :class:`Stratum` at ``share`` and efSearch ``ef``, interpolated as
+        :meth:`filtered_recall` is (linear in log efSearch, flat past either end; linear in log
+        share between calibrated shares, flat past either end); ``None`` without a ``support``
+        table. Cached per share and efSearch.
+
+        Examples
+        --------
+        >>> from arecall.vector.placement import AutoPlanner
+        >>> p = AutoPlanner(n_docs=1000, k=10, ef_base=16, support=(
+        ...     (1.0, 16, 0.6, 0.7, 0.8, 0.98, 0.9, 0.5), (1.0, 64, 0.7, 0.8, 0.9, 1.0, 1.0, 0.9),
+        ...     (0.5, 16, 0.4, 0.5, 0.6, 0.9, 0.8, 0.3)))
+        >>> [round(v, 3) for v in p.stratum(1.0, 32)]
+        [0.65, 0.75, 0.85, 0.99, 0.95, 0.7]
+        >>> [round(v, 3) for v in p.stratum(0.5, 99)], round(p.stratum(2**-0.5, 16).tail_below, 3)
+        ([0.4, 0.5, 0.6, 0.9, 0.8, 0.3], 0.7)
+        """
+        if not self.support:
+            return None
+        return Stratum(
+            *self._remember(("stratum", float(share), float(ef)), lambda: self._stratum(share, ef))
+        )
+
+    def _stratum(self, share: float, ef: float) -> tuple[float, ...]:
+        """:meth:`stratum`, computed."""
+        curves = self._support_curves
+        shares = sorted(curves)
+        log_ef = math.log(max(ef, 1.0))
+
+        def at(g: float) -> npt.NDArray[np.float64]:
+            log_efs, values = curves[g]
+            return np.array([np.interp(log_ef, log_efs, column) for column in values.T])
+
+        if share >= shares[-1] or share <= shares[0]:
+            return tuple(float(v) for v in at(shares[-1] if share >= shares[-1] else shares[0]))
+        hi = next(g for g in shares if g > share)
+        lo = max(g for g in shares if g <= share)
+        t = math.log(share / lo) / math.log(hi / lo)
+        return tuple(float(v) for v in at(lo) + t * (at(hi) - at(lo)))
+
+    @cached_property
+    def _support_curves(
+        self,
+    ) -> dict[float, tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]]:
+        """Per calibrated share, (log efSearch, the six values of ``support``), ascending;
+        unbounded thresholds (a calibration too small to have a tail) as huge ones."""
+        out = {}
+        for share in sorted({p[0] for p in self.support}):
+            points = sorted(p[1:] for p in self.support if p[0] == share)
+            values = np.array([p[1:] for p in points], dtype=np.float64)
+            values[:, :3] = np.clip(values[:, :3], -1e30, 1e30)
+            out[share] = (np.log([float(p[0]) for p in points]), values)
+        return out

@@ -54,8 +54,31 @@ class Plan:
     authorized share is high enough for a graph walk to beat the scan — too few for the probe
     (about two scan distances per cell and query, ``settings.probe_distances``) to pay for
     itself."""
+    shifted: tuple[int, int] | None = None
+    """Set when the batch's answers were unlike the calibration's: (answers in the
+    calibration's tail, answers audited) — more than a batch drawn like the calibration queries
+    puts there, so those answers were not certified by it (scanned or searched again)."""
+    concentrated: tuple[float, float] | None = None
+    """Set when the batch's answers lay in few cells, so that their recall is one draw: (the
+    effective number of cells, the lower bound a deeper search of a sample left its recall:
+    below the goal, the batch is scanned)."""
+    n_stuck: int = 0
+    """Walks that never reached their query's neighbourhood (an authorized landmark outscored
+    their best answer), certified at the calibration's stuck-walk recall until searched again
+    or scanned."""
 
     def __str__(self) -> str:
+        if self.method == "exact" and self.concentrated is not None:
+            cells, bound = self.concentrated
+            return (
+                f"scan (answers in {cells:.1f} cells: a deeper search of a sample shows recall "
+                f"{bound:.3f} at best)"
+            )
+        if self.method == "exact" and self.shifted is not None:
+            return (
+                f"scan (batch unlike the calibration: {self.shifted[0]} of {self.shifted[1]} "
+                "answers in its tail)"
+            )
         if self.method == "exact":
             if self.graph_pays_near is not None:
                 return (
@@ -92,6 +115,13 @@ class Plan:
             evidence.append(f"local s={self.local_selectivity:.2f}")
         if self.pilot is not None:
             evidence.append(f"pilot {self.pilot[0]}/{self.pilot[1]} certified")
+        if self.shifted is not None:
+            evidence.append(f"shifted: {self.shifted[0]}/{self.shifted[1]} in the tail")
+        if self.concentrated is not None:
+            cells, bound = self.concentrated
+            evidence.append(f"concentrated in {cells:.1f} cells, sample shows {bound:.3f}")
+        if self.n_stuck:
+            evidence.append(f"{self.n_stuck} stuck")
         if self.n_escalated:
             evidence.append(f"{self.n_escalated} escalated")
         if self.predicted_recall is not None:

@@ -56,7 +56,11 @@ class _Answers:
     used: _I64 = field(init=False)
     counts: _I64 = field(init=False)
     seen: npt.NDArray[np.float64] = field(init=False)
+    tail: npt.NDArray[np.bool_] = field(init=False)
+    deep: npt.NDArray[np.bool_] = field(init=False)
+    stuck: npt.NDArray[np.bool_] = field(init=False)
     escalated: int = 0
+    shifted: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         n_q, k = self.batch.n_q, self.batch.k
@@ -66,6 +70,9 @@ class _Answers:
         self.used = np.zeros(n_q, dtype=np.int64)
         self.counts = np.zeros(n_q, dtype=np.int64)
         self.seen = np.ones(n_q)
+        self.tail = np.zeros(n_q, dtype=bool)
+        self.deep = np.zeros(n_q, dtype=bool)
+        self.stuck = np.zeros(n_q, dtype=bool)
 
     def search(self, rows: _I64, efs: _I64) -> npt.NDArray[np.float64]:
         """Search ``rows`` at ``efs``; record certified answers; return the authorized share
@@ -74,6 +81,9 @@ class _Answers:
         batch, planner, k = self.batch, self.batch.planner, self.batch.k
         count = np.zeros(rows.shape[0], dtype=np.int64)
         rank_k = np.zeros(rows.shape[0], dtype=np.int64)
+        plain = Hits(
+            np.zeros((rows.shape[0], k), np.int64), np.zeros((rows.shape[0], k), np.float32)
+        )
         for ef in np.unique(efs):
             at = np.flatnonzero(efs == ef)
             sub = rows[at]
@@ -85,6 +95,7 @@ class _Answers:
             else:
                 full = batch.index.search(batch.q[sub], int(ef), ef_search=int(ef))
             count[at], rank_k[at], kept = certification.read_lists(full, batch.mask, k)
+            plain.ids[at], plain.scores[at] = full.ids[:, :k], full.scores[:, :k]
             good = count[at] >= k
             self.ids[sub[good]], self.scores[sub[good]] = kept.ids, kept.scores
         self.spent[rows] += planner.walk_costs(efs)
@@ -96,7 +107,8 @@ class _Answers:
         by_rank = planner.predicted_recall(efs * k / np.maximum(rank_k, 1))
         share = np.maximum(count, 0.5) / efs
         z = planner.settings.pooled_share_z
-        if self.independent and certification.pooled_share_fits(count, efs, batch.share, z):
+        fits = self.independent and certification.pooled_share_fits(count, efs, batch.share, z)
+        if fits:
             # The filter ignores the cells and the lists hold, pooled, the share its size
             # predicts: each list's count is then Binomial(ef, s), and pricing each query by
             # its own count would charge it the noise (measured: 16 of 200 queries escalated
@@ -109,7 +121,60 @@ class _Answers:
             by_share = planner.filtered_recall(efs, share)
         self.predicted[rows] = np.where(good, np.maximum(by_rank, by_share), 0.0)
         self.used[rows] = np.where(good, efs, 0)
+        answered = np.flatnonzero(good)
+        if answered.size:
+            self._audit_lists(rows[answered], efs[answered], plain, answered, fits, by_share)
         return np.asarray(share, dtype=np.float64)
+
+    def _audit_lists(
+        self,
+        rows: _I64,
+        efs: _I64,
+        plain: Hits,
+        at: _I64,
+        fits: bool,
+        by_share: npt.NDArray[np.float64],
+    ) -> None:
+        """Audit answered lists: under a filter shown independent of the cells and of the
+        lists, their authorized answers against the uniform-filter calibration, as the direct
+        plan does (a typical answer keeps its rank certificate); otherwise the walks
+        themselves, by their unfiltered top-k, against the unfiltered calibration — a stuck
+        walk is certified at the calibration's stuck-walk recall at most."""
+        batch, planner = self.batch, self.batch.planner
+        if fits:
+            answers = Hits(self.ids[rows], self.scores[rows])
+            a = certification.audit(
+                planner, batch.q[rows], answers, batch.share, efs, batch.mask, test_shift=False
+            )
+        else:
+            unfiltered = Hits(plain.ids[at], plain.scores[at])
+            a = certification.audit(
+                planner, batch.q[rows], unfiltered, 1.0, efs, None, test_shift=False
+            )
+        if a is None:
+            return
+        self.tail[rows], self.stuck[rows], self.deep[rows] = a.tail, a.stuck, a.deep
+        if fits:
+            bonus = self.predicted[rows] - by_share[at]
+            self.predicted[rows] = a.value + np.where(a.tail, 0.0, bonus)
+        else:
+            self.predicted[rows] = np.where(
+                a.stuck, np.minimum(self.predicted[rows], a.value), self.predicted[rows]
+            )
+
+    def audit_shift(self) -> None:
+        """After every first walk: a batch with more answers in the calibration's tail than a
+        batch drawn like the calibration queries has is not certified by it there
+        (`arecall.vector.placement.certification.shift_alarm`)."""
+        planner = self.batch.planner
+        answered = np.flatnonzero(self.used > 0)
+        if not planner.support or not answered.size:
+            return
+        tail, deep = self.tail[answered], self.deep[answered]
+        unlike = certification.unlike_calibration(planner, tail, deep)
+        if unlike is not None:
+            self.shifted = (int(np.count_nonzero(tail)), int(answered.size))
+            self.predicted[answered[unlike]] = 0.0
 
     def push(self, rows: _I64) -> None:
         """Pushdown at each row's first efSearch, priced by the uniform-filter calibration at
@@ -125,6 +190,15 @@ class _Answers:
             recall = planner.filtered_recall(np.array([float(ef)]), batch.share)[0]
             self.predicted[sub[full_k]] = recall
             self.spent[sub] += planner.walk_cost(int(ef))
+            done = sub[full_k]
+            answers = Hits(got.ids[full_k], got.scores[full_k])
+            efs = np.full(done.size, ef, dtype=np.int64)
+            a = certification.audit(
+                planner, batch.q[done], answers, batch.share, efs, batch.mask, test_shift=False
+            )
+            if a is not None:
+                self.predicted[done], self.tail[done], self.stuck[done] = a.value, a.tail, a.stuck
+                self.deep[done] = a.deep
 
 
 def general(batch: Batch, independent: bool, lists: Lists | None) -> tuple[Hits, Plan]:
@@ -162,6 +236,7 @@ def general(batch: Batch, independent: bool, lists: Lists | None) -> tuple[Hits,
     if not independent and rows.size > 2 * settings.pilot_min:
         rows, walked, pilot = _pilot(answers, rows, local, saved)
     _lists_then_push(answers, rows, walked)
+    answers.audit_shift()
     _retry(answers, pilot)
     return _finish(answers, local, saved, pilot)
 
@@ -320,6 +395,9 @@ def _retry(answers: _Answers, pilot: tuple[int, int] | None) -> None:
         certification.below_goal(answers.predicted, planner.goal),
         np.flatnonzero((first > 0) & (used == 0)),
     )
+    if answers.shifted is not None:
+        # Unlike the calibration's queries: a larger efSearch is no better certified.
+        retry = retry[~answers.tail[retry]]
     if not retry.size:
         return
     pass_share = 0.0 if bool(np.any(first == 0)) else planner.settings.scan_pass / retry.size
@@ -370,5 +448,7 @@ def _finish(
         predicted_recall=float(answers.predicted.mean()),
         cost_auto=float(spent.mean()),
         pilot=pilot,
+        shifted=answers.shifted,
+        n_stuck=int(np.count_nonzero(answers.stuck & (used > 0))),
     )
     return Hits(answers.ids, answers.scores), plan

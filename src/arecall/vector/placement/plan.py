@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -23,12 +24,13 @@ from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_mask
 from arecall.vector.config import PLACEMENTS
 from arecall.vector.index import Hits, VectorIndex
-from arecall.vector.placement import direct
+from arecall.vector.placement import certification, direct
 from arecall.vector.placement.batch import Batch, count_allowed
 from arecall.vector.placement.evidence import Plan
 from arecall.vector.placement.fixed import post, pre, pushdown
 from arecall.vector.placement.general import general
 from arecall.vector.placement.planner import AutoPlanner
+from arecall.vector.placement.settle import Answers, check_concentration, settle, walk_rows
 
 __all__ = ["answer", "auto", "certified", "check_placements", "place", "unfiltered"]
 
@@ -98,9 +100,10 @@ def unfiltered(
 ) -> tuple[Hits, Plan]:
     """``auto`` when every document is authorized: a graph search where the unfiltered
     calibration curve crosses the batch's aim (:meth:`AutoPlanner.ef_direct` at share 1, the
-    aim a pushdown under a filter keeps; no probe, no per-query certificate needed) — or,
-    where the calibration found it cheaper, a smaller one with a second look at the queries
-    whose k-th hit scores below the calibration's quantile (``AutoPlanner.second_look``).
+    aim a pushdown under a filter keeps; no probe) — or, where the calibration found it
+    cheaper, a smaller one with a second look at the queries whose k-th hit scores below the
+    calibration's quantile (``AutoPlanner.second_look``) — then the answers' audit
+    (:func:`_settled`).
 
     At 100,000 low-rank vectors and 200 queries the aim is 0.965, crossed at efSearch 24:
     ``ef_base``'s 27, certified at the whole margin (0.974), ran 1.27x the cheapest fixed
@@ -129,21 +132,85 @@ def unfiltered(
     if short.size:
         hits = hits.replace_rows(short, index.exact(q[short], k))
         predicted += short.size * (1.0 - predicted) / n_q
+    efs = np.full(n_q, ef_min, dtype=np.int64)
+    efs[again] = ef
+    efs[short] = 0
+    spent = cost * n_q + short.size * index.n_docs
+    answers = Answers(
+        hits.ids.copy(),
+        hits.scores.copy(),
+        np.full(n_q, predicted),
+        efs,
+        np.zeros(n_q, bool),
+        np.zeros(n_q, bool),
+        spent,
+    )
+    shifted, concentrated = _settled(index, q, k, planner, answers)
+    graph = efs[efs > 0]
     plan = Plan(
-        method="pushdown",
-        ef_search=ef,
+        method="pushdown" if graph.size else "exact",
+        ef_search=int(graph.max()) if graph.size else None,
         n_allowed=index.n_docs,
         cost_exact=float(index.n_docs),
-        cost_pushdown=cost,
-        n_fallback=int(short.size),
+        cost_pushdown=cost if graph.size else None,
+        n_fallback=int(np.count_nonzero(efs == 0)) if graph.size else 0,
         n_queries=n_q,
-        ef_min=ef_min,
+        ef_min=int(graph.min()) if graph.size else None,
         local_selectivity=1.0,
-        predicted_recall=predicted,
-        n_escalated=int(again.size),
-        cost_auto=cost + short.size * index.n_docs / n_q,
+        predicted_recall=float(answers.value.mean()),
+        n_escalated=int(again.size) + answers.escalated,
+        cost_auto=answers.spent / n_q,
+        shifted=shifted,
+        concentrated=concentrated,
+        n_stuck=int(np.count_nonzero(answers.stuck & (efs > 0))),
     )
-    return hits, plan
+    return Hits(answers.ids, answers.scores), plan
+
+
+def _settled(
+    index: VectorIndex, q: npt.NDArray[np.float32], k: int, planner: AutoPlanner, answers: Answers
+) -> tuple[tuple[int, int] | None, tuple[float, float] | None]:
+    """Audit a plain search's walked answers, check a concentrated batch's sample deeper,
+    settle the batch to its goal, and return the shift and concentration evidence, if any
+    (nothing to audit without a support table: the calibration's value stands, as it always
+    did)."""
+    walked = np.flatnonzero(answers.efs > 0)
+    mine = Hits(answers.ids[walked], answers.scores[walked])
+    a = certification.audit(planner, q[walked], mine, 1.0, answers.efs[walked], None)
+    if a is None:
+        return None, None
+    answers.note(walked, a)
+
+    def walk(rows: npt.NDArray[np.int64], ef: int) -> Hits:
+        return index.search(q[rows], k, ef_search=ef)
+
+    def deeper(rows: npt.NDArray[np.int64], efs: npt.NDArray[np.int64]) -> Hits:
+        return walk_rows(walk, rows, efs, k)
+
+    concentrated = check_concentration(planner, answers, walked, deeper, k)
+    unlike = a.shifted or bool(concentrated is not None and concentrated[1] < planner.goal)
+
+    def again(rows: npt.NDArray[np.int64], efs: npt.NDArray[np.int64]) -> None:
+        got = walk_rows(walk, rows, efs, k)
+        full = got.returned() >= min(k, index.n_docs)
+        rows, efs, got = rows[full], efs[full], Hits(got.ids[full], got.scores[full])
+        answers.take(rows, got)
+        answers.efs[rows] = efs
+        redone = certification.audit(planner, q[rows], got, 1.0, efs, None, test_shift=False)
+        assert redone is not None
+        answers.note(rows, redone)
+
+    scan = partial(_exact_rows, index, q, k)
+    settle(planner, answers, unlike, again, scan, float(index.n_docs))
+    shifted = (int(np.count_nonzero(a.tail)), int(walked.size)) if a.shifted else None
+    return shifted, concentrated
+
+
+def _exact_rows(
+    index: VectorIndex, q: npt.NDArray[np.float32], k: int, rows: npt.NDArray[np.int64]
+) -> Hits:
+    """The exact unfiltered top-k of ``rows``."""
+    return index.exact(q[rows], k)
 
 
 def answer(

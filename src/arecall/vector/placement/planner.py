@@ -95,6 +95,14 @@ class AutoPlanner(RecallCurves, CostModel):
     those above it at the first efSearch, recall of those below it at the second). ``None``:
     one plain search at ``ef_base``."""
 
+    support: tuple[tuple[float, int, float, float, float, float, float, float], ...] = field(
+        default=()
+    )
+    """Per calibration point, how the certificate reads a batch's answers: (share, efSearch,
+    the k-th scores below which the calibration saw nothing alike, below which an answer is in
+    the tail's deepest part, and in the tail, then the recall of typical, tail and deep answers;
+    `arecall.vector.placement.curves.Stratum`). Empty: the calibration's mean certifies every
+    answer, as before the audit (a planner built by hand)."""
     confidence: float = IndexConfig.confidence
     """The per-batch confidence of the promise (``index.confidence``): a batch's mean recall
     stays at or above ``target_recall`` with this probability (the aim keeps ``z`` standard

@@ -48,10 +48,25 @@ class PlannerSettings:
     """The calibration's tail: queries whose k-th returned score is below this quantile at a
     calibration point are certified by the tail's own recall, not the mean (100,000 clustered
     vectors, efSearch 77: tail 0.735 against 0.976 for all). 5% puts 20 of 400 queries in it."""
-    shift_level: float = 0.001
-    """False-alarm rate of the shift test (a batch's tail count against a beta-binomial): an
-    alarm only costs a scan; at 0.001 no in-distribution batch of the benchmark's 35 cells
-    alarmed, and every batch of the six shifted ones did (``--corpora shifted``)."""
+    deep_share: float = 0.01
+    """The tail's deepest part, certified by its own recall and tested for shift on its own: a
+    batch from one tight cluster had 5 of 43 answers there (calibration: 1%) at recall 0-0.1
+    while the tail as a whole looked ordinary."""
+    shift_level: float = 0.002
+    """False-alarm rate of the shift tests (a batch's tail and deep-tail counts against
+    beta-binomials, half each): an alarm only costs searching again or scanning the answers it
+    leaves uncertified; the misses it guards against are silent."""
+
+    concentrated_cells: float = 16.0
+    """A batch whose answers' best documents fall in fewer effective cells than this (the
+    inverse sum of squared cell shares) is concentrated: its queries share one neighbourhood's
+    graph, so their recall is one draw, not an average of independent ones, and the
+    calibration's margin does not cover it. Batches drawn like the documents spread over 100+
+    cells at 100,000 vectors; one tight cluster's queries over 1-10."""
+    spot_factor: float = 4.0
+    """A concentrated batch's sample is walked again at this multiple of its efSearch; the
+    first answers' recall against the top-k of both walks bounds their recall from above, and
+    a sample bounded below the goal sends the batch to the scan."""
 
     # -- cells ----------------------------------------------------------------------------------
     cells_per_sqrt_n: float = 2.0
