@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from arecall.vector.index import Hits, VectorIndex, _top_k
+from arecall.vector.index import Hits, VectorIndex
 from arecall.vector.placement.planner import AutoPlanner
 from arecall.vector.placement.settings import DEFAULTS
 
@@ -40,13 +40,15 @@ class Batch:
 
     @property
     def scan_cost(self) -> float:
-        """What one query's exact scan costs, in scan distances: the authorized documents."""
-        return float(self.n_allowed)
+        """What one query's share of the batch's exact scan costs, in scan distances: the
+        authorized documents, and its share of the pass over them for a batch smaller than the
+        one the prices were timed at (`CostModel.scan_share`)."""
+        return self.planner.scan_share(self.n_allowed, self.n_q)
 
     def scan(self, rows: npt.NDArray[np.int64] | None = None) -> Hits:
         """The exact answers of ``rows`` (every query by default; :func:`scan_rows`)."""
         q = self.q if rows is None else self.q[rows]
-        pass_share = self.planner.settings.scan_pass
+        pass_share = self.planner.scan_pass
         return scan_rows(self.index, q, self.k, self.mask, self.n_allowed, self.ids, pass_share)
 
 
@@ -108,7 +110,4 @@ def scan_rows(
         if authorized_ids is None:
             return index.exact(q, k, mask)
         return index._scan_ids(q, k, authorized_ids)
-    scores = q @ index.vectors.T
-    scores[:, ~mask] = -np.inf
-    ids, top = _top_k(scores, k)
-    return Hits(ids, top)
+    return index._scan_masked(q, k, mask)

@@ -210,15 +210,13 @@ def _support(
     q: npt.NDArray[np.float32],
     draws: npt.NDArray[np.float64],
     settings: PlannerSettings,
-) -> tuple[tuple[float, int, float, float, float, float, float, float], ...]:
+) -> tuple[tuple[float, int, float, float, float, float, float], ...]:
     """Per calibration point, what the certificate reads a batch's answers by
-    (`arecall.vector.placement.curves.Stratum`): (share, efSearch, the floor below which the
-    calibration saw no k-th score alike — its lowest, less the gap to its deep threshold —,
-    the deep and tail thresholds, below which exactly ``ceil(deep_share × n)`` and
-    ``ceil(tail_share × n)`` calibration queries are, and the mean recall of the typical, tail
-    and deep queries that were not stuck (a deep answer whose best document an authorized
-    landmark outscores: a walk that never reached its query's neighbourhood is not certified
-    at all).
+    (`arecall.vector.placement.curves.Stratum`): (share, efSearch, the deep and tail
+    thresholds, below which exactly ``ceil(deep_share × n)`` and ``ceil(tail_share × n)``
+    calibration queries are, and the mean recall of the typical, tail and deep queries that
+    were not stuck (a deep answer whose best document an authorized landmark outscores: a walk
+    that never reached its query's neighbourhood is not certified at all).
 
     Post-stratified by what the batch's own answers show, the calibration certifies a batch
     whose queries are harder or easier than its own at their own rates; a stratum the
@@ -235,12 +233,11 @@ def _support(
         ranked = np.sort(kth)
         deep_below = float(ranked[deep_n]) if deep_n < n else math.inf
         tail_below = float(ranked[tail_n]) if tail_n < n else math.inf
-        floor = float(ranked[0]) - max(0.0, deep_below - float(ranked[0]))
         live = ~((kth < deep_below) & (best[share] > hits.scores[:, 0]))
         strata = (kth >= tail_below, (kth < tail_below) & (kth >= deep_below), kth < deep_below)
         means = [float(each[m & live].mean()) if (m & live).any() else 0.0 for m in strata]
         typical, tail, deep = means
-        out.append((float(share), int(ef), floor, deep_below, tail_below, typical, tail, deep))
+        out.append((float(share), int(ef), deep_below, tail_below, typical, tail, deep))
     return tuple(out)
 
 

@@ -73,6 +73,36 @@ class Cells:
         counted = np.bincount(self.assignment, weights=mask, minlength=self.n_cells)
         return counted.astype(np.int64)
 
+    def counts(
+        self, mask: npt.NDArray[np.bool_], ids: npt.NDArray[np.int64] | None = None
+    ) -> npt.NDArray[np.int64]:
+        """:meth:`authorized`, remembered per mask (by its packed bits, as
+        :meth:`looks_independent`'s verdict is): the calls of one principal share the count,
+        so a one-query call does not pay a whole bincount over the documents each time.
+
+        Examples
+        --------
+        >>> cells = Cells(np.eye(2, dtype=np.float32), np.array([0, 0, 1, 1]), np.array([2, 2]))
+        >>> mask = np.array([True, False, True, True])
+        >>> cells.counts(mask).tolist(), cells.counts(mask) is cells.counts(mask.copy())
+        ([1, 2], True)
+        """
+        key = np.packbits(mask).tobytes()
+        kept = self._counts
+        got = kept.get(key)
+        if got is None:
+            got = self.authorized(mask, ids)
+            got.flags.writeable = False
+            if len(kept) >= self.settings.verdicts_kept:
+                kept.clear()
+            kept[key] = got
+        return got
+
+    @cached_property
+    def _counts(self) -> dict[bytes, npt.NDArray[np.int64]]:
+        """:meth:`counts` by packed mask (at most ``verdicts_kept``)."""
+        return {}
+
     def looks_independent(self, mask: npt.NDArray[np.bool_]) -> bool:
         """:meth:`independent` on the counts of the ``sample`` (all documents without one).
 

@@ -46,13 +46,12 @@ class Audit:
     """What a batch's answers say about themselves, read against the calibration.
 
     ``value``: each answer's certified recall — the calibration's mean recall of answers like it
-    (typical, tail or deep, `arecall.vector.placement.curves.Stratum`), 0 for an answer the
-    calibration saw nothing like (below its floor), for a stuck walk, and for the tail (or its
-    deep part) where the batch has more there than a batch drawn like the calibration queries
-    would (:func:`shift_alarm`); ``tail`` and ``deep``: the answers below the calibration's
-    tail and deep thresholds; ``stuck``: a deep answer whose best document an authorized
-    landmark outscores (the walk never reached the query's neighbourhood); ``shifted``: a
-    count raised the alarm.
+    (typical, tail or deep, `arecall.vector.placement.curves.Stratum`), 0 for a stuck walk,
+    and for the tail (or its deep part) where the batch has more there than a batch drawn like
+    the calibration queries would (:func:`shift_alarm`); ``tail`` and ``deep``: the answers
+    below the calibration's tail and deep thresholds; ``stuck``: a deep answer whose best
+    document an authorized landmark outscores (the walk never reached the query's
+    neighbourhood); ``shifted``: a count raised the alarm.
     """
 
     value: npt.NDArray[np.float64]
@@ -86,25 +85,25 @@ def audit(
     --------
     >>> from arecall.vector.placement import AutoPlanner
     >>> p = AutoPlanner(n_docs=100, k=2, ef_base=16, n_calibration=400,
-    ...                 support=((1.0, 16, 0.2, 0.4, 0.5, 0.99, 0.9, 0.8),))
-    >>> scores = np.array([[0.9, 0.8], [0.5, 0.45], [0.5, 0.3], [0.3, 0.1]], np.float32)
+    ...                 support=((1.0, 16, 0.4, 0.5, 0.99, 0.9, 0.8),))
+    >>> scores = np.array([[0.9, 0.8], [0.5, 0.45], [0.5, 0.45], [0.5, 0.3]], np.float32)
     >>> hits = Hits(np.arange(8).reshape(4, 2), scores)
     >>> q = np.zeros((4, 3), np.float32)
     >>> a = audit(p, q, hits, 1.0, np.full(4, 16), None, test_shift=False)
-    >>> a.value.tolist(), a.tail.tolist()  # typical, tail, deep, below the floor
-    ([0.99, 0.9, 0.8, 0.0], [False, True, True, True])
+    >>> a.value.tolist(), a.tail.tolist(), a.deep.tolist()
+    ([0.99, 0.9, 0.9, 0.8], [False, True, True, True], [False, False, False, True])
     >>> audit(p, q, hits, 1.0, np.full(4, 16), None).value.tolist()  # 3 of 4 in the tail
     [0.99, 0.0, 0.0, 0.0]
     """
     if not planner.support:
         return None
     n = hits.ids.shape[0]
-    got = np.empty((n, 6))
+    got = np.empty((n, 5))
     for ef in np.unique(efs):
         stratum = planner.stratum(share, float(ef))
         assert stratum is not None
         got[efs == ef] = stratum
-    floor, deep_below, tail_below, typical, in_tail, in_deep = got.T
+    deep_below, tail_below, typical, in_tail, in_deep = got.T
     kth = hits.scores[:, -1]
     deep, tail = kth < deep_below, kth < tail_below
     stuck = np.zeros(n, dtype=bool)
@@ -114,7 +113,7 @@ def audit(
         # landmark, its cell's member nearest the centroid) outscores its best answer.
         stuck[rows] = planner.cells.landmark_best(q[rows], mask) > hits.scores[rows, 0]
     value = np.where(deep, in_deep, np.where(tail, in_tail, typical))
-    value[stuck | (kth < floor)] = 0.0
+    value[stuck] = 0.0
     shifted = False
     if test_shift:
         unlike = unlike_calibration(planner, tail, deep)

@@ -63,6 +63,10 @@ class CostModel(Remembering):
     scan_slopes: tuple[tuple[float, float], ...]
     list_costs: tuple[tuple[int, float], ...]
     cells: Cells | None
+    plan_overhead: float
+    query_overhead: float
+    cost_batch: int
+    scan_pass: float
 
     if TYPE_CHECKING:
 
@@ -135,8 +139,7 @@ class CostModel(Remembering):
         efs = np.asarray(efs, dtype=np.float64)
         if not self.ndis:
             return np.full(efs.shape, float(self.n_docs))
-        ladder = np.log([e for e, _ in self.ndis])
-        costs = np.log([c for _, c in self.ndis])
+        ladder, costs = self._ndis_curve
         last_ef, last_cost = self.ndis[-1]
         inside = np.exp(np.interp(np.log(np.maximum(efs, 1.0)), ladder, costs))
         estimate = np.where(efs >= last_ef, last_cost * efs / last_ef, inside)
@@ -170,11 +173,23 @@ class CostModel(Remembering):
         """
         efs = np.asarray(efs, dtype=np.float64)
         if self.graph_costs:
-            at = np.log([e for e, _ in self.graph_costs])
-            per = np.interp(np.log(np.maximum(efs, 1.0)), at, [c for _, c in self.graph_costs])
+            at, values = self._graph_cost_curve
+            per = np.interp(np.log(np.maximum(efs, 1.0)), at, values)
         else:
             per = np.full(efs.shape, self.graph_cost)
         return np.asarray(per * self.distances_many(efs), dtype=np.float64)
+
+    @cached_property
+    def _ndis_curve(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """(log efSearch, log distances) of ``ndis``, built once: every walk is priced by it,
+        and building it took a tenth of a one-query call's planning."""
+        return np.log([e for e, _ in self.ndis]), np.log([c for _, c in self.ndis])
+
+    @cached_property
+    def _graph_cost_curve(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """(log efSearch, graph cost) of ``graph_costs``, built once."""
+        at = np.log([e for e, _ in self.graph_costs])
+        return at, np.array([c for _, c in self.graph_costs], dtype=np.float64)
 
     def walk_cost(self, ef: int) -> float:
         """:meth:`walk_costs` of one efSearch (cached: ``auto`` prices a few values per call)."""
@@ -253,6 +268,50 @@ class CostModel(Remembering):
         if cost_exact <= cost_push:
             return Plan("exact", None, n_allowed, cost_exact, cost_push)
         return Plan("pushdown", ef, n_allowed, cost_exact, cost_push)
+
+    def scan_each(self, n_allowed: int, n_queries: int) -> float:
+        """What each of ``n_queries`` queries scanned together over ``n_allowed`` documents
+        costs, in scan distances: its share, plus its share of the pass over the authorized
+        vectors (``scan_pass`` query-shares), relative to the batch the prices were timed at
+        (``cost_batch``: there, exactly ``n_allowed``).
+
+        Examples
+        --------
+        >>> from arecall.vector.placement import AutoPlanner
+        >>> p = AutoPlanner(n_docs=1000, k=10, ef_base=16, cost_batch=200, scan_pass=8.0)
+        >>> p.scan_each(100, 200), round(p.scan_each(100, 1), 1)
+        (100.0, 865.4)
+        """
+        timed = self.scan_pass / self.cost_batch if self.cost_batch > 0 else 0.0
+        return n_allowed * (1.0 + self.scan_pass / max(n_queries, 1)) / (1.0 + timed)
+
+    def scan_share(self, n_allowed: int, n_queries: int) -> float:
+        """A query's share of a batch scan of ``n_queries`` over ``n_allowed`` documents, the
+        price a walk competes with: :meth:`scan_each` where the prices were timed on a batch,
+        else ``n_allowed`` (every batch priced as the one timed).
+
+        Examples
+        --------
+        >>> from arecall.vector.placement import AutoPlanner
+        >>> AutoPlanner(n_docs=1000, k=10, ef_base=16).scan_share(100, 1)
+        100.0
+        """
+        if self.cost_batch <= 0:
+            return float(n_allowed)
+        return self.scan_each(n_allowed, n_queries)
+
+    def upkeep(self, n_queries: int) -> float:
+        """The plan's own bookkeeping per query for a batch of ``n_queries``, in scan
+        distances: the per-call ``plan_overhead`` over the batch, plus ``query_overhead``.
+
+        Examples
+        --------
+        >>> from arecall.vector.placement import AutoPlanner
+        >>> p = AutoPlanner(n_docs=10, k=1, ef_base=2, plan_overhead=1000.0, query_overhead=5.0)
+        >>> p.upkeep(200), p.upkeep(1)
+        (10.0, 1005.0)
+        """
+        return self.plan_overhead / max(n_queries, 1) + self.query_overhead
 
     @cached_property
     def share_grid(self) -> npt.NDArray[np.float64]:

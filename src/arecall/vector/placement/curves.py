@@ -29,11 +29,10 @@ __all__ = ["RecallCurves", "Stratum", "curve_table", "lookup"]
 
 class Stratum(NamedTuple):
     """What the calibration says about one answer at a share and efSearch, by its k-th score:
-    below ``floor`` it saw nothing like it (no evidence: recall 0); below ``deep_below`` the
-    answer is in the tail's deepest part, below ``tail_below`` in the tail; a typical answer
-    recalls ``typical`` on average, a tail one ``tail``, a deep one ``deep``."""
+    below ``deep_below`` the answer is in the tail's deepest part, below ``tail_below`` in the
+    tail; a typical answer recalls ``typical`` on average, a tail one ``tail``, a deep one
+    ``deep``."""
 
-    floor: float
     deep_below: float
     tail_below: float
     typical: float
@@ -133,7 +132,7 @@ class RecallCurves(Remembering):
     margin: float
     confidence: float
     n_calibration: int
-    support: tuple[tuple[float, int, float, float, float, float, float, float], ...]
+    support: tuple[tuple[float, int, float, float, float, float, float], ...]
 
     def filtered_recall(self, ef: npt.ArrayLike, share: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """Calibrated pushdown recall at efSearch ``ef`` where ``share`` of the neighbourhood is
@@ -386,12 +385,12 @@ class RecallCurves(Remembering):
         --------
         >>> from arecall.vector.placement import AutoPlanner
         >>> p = AutoPlanner(n_docs=1000, k=10, ef_base=16, support=(
-        ...     (1.0, 16, 0.6, 0.7, 0.8, 0.98, 0.9, 0.5), (1.0, 64, 0.7, 0.8, 0.9, 1.0, 1.0, 0.9),
-        ...     (0.5, 16, 0.4, 0.5, 0.6, 0.9, 0.8, 0.3)))
+        ...     (1.0, 16, 0.7, 0.8, 0.98, 0.9, 0.5), (1.0, 64, 0.8, 0.9, 1.0, 1.0, 0.9),
+        ...     (0.5, 16, 0.5, 0.6, 0.9, 0.8, 0.3)))
         >>> [round(v, 3) for v in p.stratum(1.0, 32)]
-        [0.65, 0.75, 0.85, 0.99, 0.95, 0.7]
+        [0.75, 0.85, 0.99, 0.95, 0.7]
         >>> [round(v, 3) for v in p.stratum(0.5, 99)], round(p.stratum(2**-0.5, 16).tail_below, 3)
-        ([0.4, 0.5, 0.6, 0.9, 0.8, 0.3], 0.7)
+        ([0.5, 0.6, 0.9, 0.8, 0.3], 0.7)
         """
         if not self.support:
             return None
@@ -420,12 +419,12 @@ class RecallCurves(Remembering):
     def _support_curves(
         self,
     ) -> dict[float, tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]]:
-        """Per calibrated share, (log efSearch, the six values of ``support``), ascending;
+        """Per calibrated share, (log efSearch, the five values of ``support``), ascending;
         unbounded thresholds (a calibration too small to have a tail) as huge ones."""
         out = {}
         for share in sorted({p[0] for p in self.support}):
             points = sorted(p[1:] for p in self.support if p[0] == share)
             values = np.array([p[1:] for p in points], dtype=np.float64)
-            values[:, :3] = np.clip(values[:, :3], -1e30, 1e30)
+            values[:, :2] = np.clip(values[:, :2], -1e30, 1e30)
             out[share] = (np.log([float(p[0]) for p in points]), values)
         return out

@@ -210,7 +210,7 @@ def _audited(
         assert redone is not None
         answers.note(rows, redone)
 
-    settle(planner, answers, unlike, again, batch.scan, batch.scan_cost)
+    settle(planner, answers, unlike, again, batch.scan, batch.n_allowed)
     shifted = (int(np.count_nonzero(a.tail)), int(walked.size)) if a.shifted else None
     return shifted, concentrated
 

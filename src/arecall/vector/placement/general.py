@@ -254,16 +254,20 @@ def _probe(
     if batch.ids is None and batch.n_allowed < settings.gather_below * batch.index.n_docs:
         # Few enough that the cell counts, and any scan, read them rather than the mask.
         batch.ids = np.flatnonzero(batch.mask)
-    authorized = cells.authorized(batch.mask, batch.ids)
+    authorized = cells.counts(batch.mask, batch.ids)  # remembered across a principal's calls
     near, ell_min = costs.graph_pays_near(planner, authorized, saved)
     # A query whose ℓ is a grid step below ℓ_min cannot walk for less than the scan.
     floor = ell_min * 2.0 ** (-1.0 / settings.ladder_steps)
     saving = saved - settings.walk_doubt * planner.walk_cost(planner.ef_base)
     probe_cost = settings.probe_distances * cells.n_cells
     # The plan's own bookkeeping, per query: paid once the probe says walks may pay.
-    upkeep = planner.plan_overhead / n_q
-    if near * saving < probe_cost + upkeep:
-        # Scan without probing: the probe would cost more than it could ever save.
+    upkeep = planner.upkeep(n_q)
+    if near * saving < probe_cost or saving < probe_cost + upkeep:
+        # Scan without probing: the probe would cost more than it could save were the queries
+        # where the documents are, or the bookkeeping more were every query where walks pay.
+        # (The documents are a prior for where queries fall, not a fact: queries from inside
+        # authorized clusters, one call each, priced by the documents with the bookkeeping too,
+        # were scanned at 20x a fixed pushdown's time. The sample's probe repays it or scans.)
         plan = Plan("exact", None, batch.n_allowed, batch.scan_cost, None, graph_pays_near=near)
         return floor, (batch.scan(), plan)
     # Probe a strided sample first: the documents are only the prior for where the queries
@@ -400,8 +404,13 @@ def _retry(answers: _Answers, pilot: tuple[int, int] | None) -> None:
         retry = retry[~answers.tail[retry]]
     if not retry.size:
         return
-    pass_share = 0.0 if bool(np.any(first == 0)) else planner.settings.scan_pass / retry.size
-    scan_each = answers.batch.scan_cost * (1.0 + pass_share)
+    batch = answers.batch
+    # The pass is paid already where the plan scans other queries anyway.
+    scan_each = (
+        batch.scan_cost
+        if bool(np.any(first == 0))
+        else planner.scan_each(batch.n_allowed, retry.size)
+    )
     base = np.where(used[retry] > 0, used[retry], first[retry])
     # The efSearch the calibration needs at the authorized share the first list held.
     need = np.where(first[retry] > 0, np.ceil(planner.ef_needed(answers.seen[retry])), 0.0)

@@ -68,12 +68,14 @@ def measure_graph_cost(
 def measure_graph_costs(
     index: VectorIndex, queries: Any, planner: AutoPlanner, *, repeats: int = DEFAULTS.cost_repeats
 ) -> AutoPlanner:
-    """``planner`` with ``graph_costs`` measured on this machine at efSearch 64, 256, 1024, … (those
-    at least k)
-    and at ``ef_base``, up to the largest efSearch its calibration walked, the batch
-    scan's ``scan_slopes`` at 1/8, 1/4 and 1/2 of the documents (:func:`_scan_slopes`), the
-    batch's ``list_costs`` at those efSearch values up to 256 (:func:`_list_costs`), and the
-    ``plan_overhead`` of a plan for a filter that follows the cells (:func:`_plan_overhead`).
+    """``planner`` with the machine's prices measured on the batch ``queries``: ``graph_costs``
+    at efSearch 64, 256, 1024, … (those at least k, up to the largest its calibration walked)
+    and at ``ef_base``; the batch scan's ``scan_slopes`` at 1/8, 1/4 and 1/2 of the documents
+    (:func:`_scan_slopes`) and its pass over the vectors, ``scan_pass`` (:func:`_scan_pass`);
+    the batch's ``list_costs`` at those efSearch values up to 256 (:func:`_list_costs`); the
+    bookkeeping of a plan for a filter that follows the cells, per call and per query
+    (``plan_overhead``, ``query_overhead``: :func:`_overheads`); and the batch size they were
+    timed at (``cost_batch``), so that a smaller batch's scans are priced with their pass.
 
     Wall-clock, like :func:`measure_graph_cost`: for benchmarks and for a user planning on
     their own machine, not for the reproducible experiment. One scan and every efSearch's walk
@@ -110,8 +112,35 @@ def measure_graph_costs(
         graph_costs=tuple((int(ef), costs[ef]) for ef in efs),
         scan_slopes=tuple(sorted(slopes.items())),
         list_costs=tuple((int(ef), ratio) for ef, ratio in sorted(lists.items())),
+        scan_pass=_scan_pass(index, q, planner.k, repeats, min_time),
+        cost_batch=int(q.shape[0]),
     )
-    return replace(measured, plan_overhead=_plan_overhead(index, q, measured, min_time))
+    per_call, per_query = _overheads(index, q, measured, min_time)
+    return replace(measured, plan_overhead=per_call, query_overhead=per_query)
+
+
+def _scan_pass(
+    index: VectorIndex, q: npt.NDArray[np.float32], k: int, repeats: int, min_time: float
+) -> float:
+    """A scan's pass over the authorized vectors in query-shares: with a scan of m queries
+    taking u·(m + P), one query's time over the batch's, r = (1 + P)/(n + P), gives
+    P = (n·r − 1)/(1 − r); timed under a uniform half, where a scan gathers the vectors it
+    reads (the settings' value for a batch of one; clipped to [0, n]).
+
+    One query alone had taken 8 queries' share of a 200-query batch scan at 50,000 × 128; a
+    one-query call priced without it had been 8-9x cheaper to scan than it is."""
+    n = q.shape[0]
+    if n < 2:
+        return DEFAULTS.scan_pass
+    half = np.random.default_rng(43).random(index.n_docs) < 0.5
+    fns: dict[str, Any] = {
+        "batch": partial(index.exact, q, k, half),
+        "one": partial(index.exact, q[:1], k, half),
+    }
+    first = {name: clock(fn)[1] for name, fn in fns.items()}
+    best = interleaved(fns, first, min_time, repeats)
+    r = best["one"] / max(best["batch"], 1e-15)
+    return float(np.clip((n * r - 1.0) / max(1.0 - r, 1e-9), 0.0, n))
 
 
 def _list_costs(
@@ -149,7 +178,9 @@ def _list_costs(
 class _TimedIndex(VectorIndex):
     """``index`` with the time spent in its searches and scans added up (``seconds``): what
     is left of a plan's time is the planner's own (:func:`_plan_overhead`). Timed where faiss
-    and BLAS run (``_walk``, ``_scan_ids``), so the checks around them count as the plan's."""
+    and BLAS run (``_walk``, ``_scan_ids``, ``_scan_masked``), so the checks around them count
+    as the plan's. (Untimed, a few queries' scan by masking — 5.8 ms of 8 queries' at 100,000
+    vectors — had been counted as the plan's bookkeeping.)"""
 
     def __init__(self, index: VectorIndex) -> None:
         super().__init__(
@@ -183,20 +214,46 @@ class _TimedIndex(VectorIndex):
     ) -> Hits:
         return self._timed(super()._scan_ids, q, k, ids)
 
+    def _scan_masked(self, q: npt.NDArray[np.float32], k: int, mask: npt.NDArray[np.bool_]) -> Hits:
+        return self._timed(super()._scan_masked, q, k, mask)
+
 
 def _plan_overhead(
     index: VectorIndex, q: npt.NDArray[np.float32], planner: AutoPlanner, min_time: float
 ) -> float:
-    """Scan distances per call that the general plan for a filter following the data
-    spends on its own bookkeeping (:attr:`AutoPlanner.plan_overhead`): its own seconds on
-    ``q`` (:func:`_plan_seconds`) in distances of a full batch scan timed between its calls,
-    less the probes, which are priced apart. 0 without cells."""
+    """Scan distances per call that the general plan for a filter following the data spends on
+    its own bookkeeping on ``q``: its own seconds (:func:`_plan_seconds`) in distances of a
+    full batch scan timed between its calls, less the probes, which are priced apart. 0
+    without cells."""
     if planner.cells is None or q.shape[0] < 4:
         return 0.0
     own, scan = _plan_seconds(index, q, planner, min_time)
     per_distance = scan / (q.shape[0] * index.n_docs)
     probes = planner.settings.probe_distances * planner.cells.n_cells * q.shape[0]
     return float(max(0.0, own / max(per_distance, 1e-15) - probes))
+
+
+def _overheads(
+    index: VectorIndex, q: npt.NDArray[np.float32], planner: AutoPlanner, min_time: float
+) -> tuple[float, float]:
+    """(per call, per query) of the plan's own bookkeeping, in scan distances: timed on the
+    batch and on its first ``settings.overhead_batch`` queries, then a line through both.
+
+    Priced whole per call, a 200-query batch's bookkeeping had landed on each one-query call of
+    a principal, and those calls always scanned: at 20x a fixed pushdown, on queries inside
+    authorized clusters. Its mask's cell counts are remembered across the calls
+    (``Cells.counts``), as a principal's are: what is left per call is the plan's arithmetic."""
+    n, m = q.shape[0], min(planner.settings.overhead_batch, q.shape[0] // 2)
+    if planner.cells is None or m < 4:
+        return _plan_overhead(index, q, planner, min_time), 0.0
+    assert planner.cells is not None
+    own_n, scan = _plan_seconds(index, q, planner, min_time)
+    own_m, _ = _plan_seconds(index, q[:m], planner, min_time)
+    per_distance = max(scan / (n * index.n_docs), 1e-15)
+    probe = planner.settings.probe_distances * planner.cells.n_cells  # priced apart, per query
+    at_n, at_m = own_n / per_distance - probe * n, own_m / per_distance - probe * m
+    per_query = max(0.0, (at_n - at_m) / (n - m))
+    return float(max(0.0, at_m - m * per_query)), float(per_query)
 
 
 def _plan_seconds(
@@ -217,6 +274,7 @@ def _plan_seconds(
         graph_cost=planner.graph_cost / 100.0,
         graph_costs=tuple((ef, c / 100.0) for ef, c in planner.graph_costs),
         plan_overhead=0.0,
+        query_overhead=0.0,
     )
     timed = _TimedIndex(index)
     own, scan = math.inf, math.inf

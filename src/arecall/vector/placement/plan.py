@@ -69,7 +69,8 @@ def auto(
     q = index.check_queries(queries)
     few = max(planner.scan_below, k)
     n_allowed, ids = count_allowed(mask, few, planner.settings.count_stride)
-    if n_allowed <= planner.scan_below or n_allowed <= k or index.kind == "exact":
+    scanned_cheaper = planner.scan_share(n_allowed, q.shape[0]) <= planner.scan_below
+    if scanned_cheaper or n_allowed <= k or index.kind == "exact":
         # Even an unfiltered-quality graph search costs more than a scan (or the graph never
         # pays): scan, without the probe — at 0.1% the scan itself takes well under 1 ms.
         hits = index.exact(q, k, mask) if ids is None else index._scan_ids(q, k, ids)
@@ -201,7 +202,7 @@ def _settled(
         answers.note(rows, redone)
 
     scan = partial(_exact_rows, index, q, k)
-    settle(planner, answers, unlike, again, scan, float(index.n_docs))
+    settle(planner, answers, unlike, again, scan, index.n_docs)
     shifted = (int(np.count_nonzero(a.tail)), int(walked.size)) if a.shifted else None
     return shifted, concentrated
 

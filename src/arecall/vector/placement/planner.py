@@ -89,20 +89,30 @@ class AutoPlanner(RecallCurves, CostModel):
     the price, a plan walking 64 queries and scanning 136 came to 0.99x the scan and ran
     1.35x. Bookkeeping is numpy on arrays of a batch's size, so it is priced per call, not
     per query. 0: unknown (the reproducible default)."""
+    query_overhead: float = 0.0
+    """Measured scan distances the plan's bookkeeping adds per query, beside the per-call
+    ``plan_overhead`` (:func:`measure_graph_costs` times it at two batch sizes): a one-query call
+    had been charged a whole 200-query batch's bookkeeping, and always scanned. 0: unknown."""
+    cost_batch: int = 0
+    """The batch size the machine's prices were timed at (:func:`measure_graph_costs`): a scan
+    of a smaller batch pays its pass over the vectors (``scan_pass`` query-shares) over fewer
+    queries, so each costs more than its share (:meth:`scan_each`). 0: unknown, and every batch
+    is priced as the one timed."""
+    scan_pass: float = DEFAULTS.scan_pass
+    """What a scan's pass over the authorized vectors costs, in query-shares of a batch scan
+    (timed by :func:`measure_graph_costs`, else ``settings.scan_pass``)."""
     second_look: tuple[int, float, int, float, float, float] | None = field(default=None)
     """The unfiltered plan's second look (:func:`_second_look`): (efSearch first, k-th score
     threshold, efSearch again, share of the calibration queries below the threshold, recall of
     those above it at the first efSearch, recall of those below it at the second). ``None``:
     one plain search at ``ef_base``."""
 
-    support: tuple[tuple[float, int, float, float, float, float, float, float], ...] = field(
-        default=()
-    )
+    support: tuple[tuple[float, int, float, float, float, float, float], ...] = field(default=())
     """Per calibration point, how the certificate reads a batch's answers: (share, efSearch,
-    the k-th scores below which the calibration saw nothing alike, below which an answer is in
-    the tail's deepest part, and in the tail, then the recall of typical, tail and deep answers;
-    `arecall.vector.placement.curves.Stratum`). Empty: the calibration's mean certifies every
-    answer, as before the audit (a planner built by hand)."""
+    the k-th scores below which an answer is in the tail's deepest part and in the tail, then
+    the recall of typical, tail and deep answers; `arecall.vector.placement.curves.Stratum`).
+    Empty: the calibration's mean certifies every answer, as before the audit (a planner built
+    by hand)."""
     confidence: float = IndexConfig.confidence
     """The per-batch confidence of the promise (``index.confidence``): a batch's mean recall
     stays at or above ``target_recall`` with this probability (the aim keeps ``z`` standard

@@ -128,11 +128,11 @@ class PlannerSettings:
     interleaved, moved the graph cost from 30 to 37 between measurements."""
     cost_repeats: int = 3
     """Fewest timed calls of each contender of a cost measurement."""
-    overhead_batches: tuple[int, ...] = (1, 8)
-    """Batch sizes, beside the calibration batch, at which the plan's own bookkeeping is timed,
-    so its price is a fixed part per call plus a part per query (a one-query call carried the
-    whole 200-query price and always scanned: 20x a fixed pushdown on queries inside
-    authorized clusters)."""
+    overhead_batch: int = 8
+    """The small batch, beside the calibration batch, the plan's own bookkeeping is timed on,
+    so its price is a part per call plus a part per query (a one-query call carried the whole
+    200-query price and always scanned: 20x a fixed pushdown on queries inside authorized
+    clusters)."""
 
     # -- the plan -------------------------------------------------------------------------------
     sample_min: int = 16

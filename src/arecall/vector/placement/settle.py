@@ -78,11 +78,11 @@ def settle(
     shifted: bool,
     again: Callable[[_Rows, _Rows], None],
     scan: Callable[[_Rows], Hits],
-    scan_cost: float,
+    n_allowed: int,
 ) -> None:
     """Lift ``answers`` to the planner's goal: ``again(rows, efs)`` searches rows once more
-    (and records their answers and audit), ``scan(rows)`` answers rows exactly; ``scan_cost``
-    is one query's scan, in scan distances."""
+    (and records their answers and audit), ``scan(rows)`` answers rows exactly over
+    ``n_allowed`` documents."""
     settings = planner.settings
     short = below_goal(answers.value, planner.goal)
     retry = short if not shifted else short[~answers.tail[short]]
@@ -90,7 +90,7 @@ def settle(
     if retry.size:
         # Priced against scanning them: a scan of m queries also reads the authorized vectors
         # once, ``scan_pass`` query-shares, shared by the m.
-        scan_each = scan_cost * (1.0 + settings.scan_pass / retry.size)
+        scan_each = planner.scan_each(n_allowed, retry.size)
         deeper = planner.ef_at_least_many(settings.escalate_factor * answers.efs[retry])
         ok = (deeper > answers.efs[retry]) & (planner.walk_costs(deeper) < scan_each)
         if ok.any():
@@ -101,7 +101,7 @@ def settle(
     if scanned.size:
         answers.take(scanned, scan(scanned))
         answers.value[scanned], answers.efs[scanned] = 1.0, 0
-        answers.spent += scanned.size * scan_cost
+        answers.spent += scanned.size * planner.scan_each(n_allowed, scanned.size)
         answers.scanned = scanned
 
 
