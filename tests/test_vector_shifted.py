@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from arecall.core.errors import ArecallError
 from arecall.vector.adversarial import SHIFTED_CORPORA, adversarial_corpus
 from arecall.vector.index import Hits, VectorIndex, build_index
 from arecall.vector.placement import AutoPlanner, auto, calibrate_auto
@@ -211,3 +212,32 @@ def test_the_six_batches_of_issue_35_keep_the_promise_at_100000_vectors(name, sh
     planner = calibrate_auto(index, K, queries=cal, graph_cost=30.0)
     for s in shares:
         keeps_the_promise(corpus, index, planner, corpus.data.queries, s)
+
+
+def test_the_per_batch_confidence_is_a_setting_the_planner_keeps_and_aims_by() -> None:
+    # Issue 35: the confidence (99.5% per batch) becomes index.confidence. A planner keeps the
+    # one it was calibrated with, and aims a batch z standard errors above the target by it:
+    # less confidence, no deeper a search; more, no shallower.
+    from arecall.pipeline.vector_search import _index_options
+    from arecall.vector.config import IndexConfig
+
+    assert IndexConfig().confidence == 0.995
+    assert _index_options({"name": "hnsw", "confidence": 0.99})["confidence"] == 0.99
+    corpus, index, planner = setup("lowrank-uniform")
+    assert planner.confidence == 0.995 and planner.z == pytest.approx(2.5758, abs=1e-4)
+    cal = corpus.data.calibration_queries(200)
+    loose = calibrate_auto(index, K, queries=cal, graph_cost=2.0, confidence=0.9)
+    sure = calibrate_auto(index, K, queries=cal, graph_cost=2.0, confidence=0.9999)
+    assert loose.confidence == 0.9 and loose.z < planner.z < sure.z
+    for s in (0.3, 0.5, 1.0):
+        assert loose.aim(s, 200) <= planner.aim(s, 200) <= sure.aim(s, 200)
+        assert loose.ef_direct(s, 200) <= planner.ef_direct(s, 200) <= sure.ef_direct(s, 200)
+    with pytest.raises(ArecallError, match=r"confidence=1\.0: must be in"):
+        calibrate_auto(index, K, queries=cal, confidence=1.0)
+    # ... and the store the experiment runs on passes it through.
+    from arecall.vector.stores import store_from_config
+
+    with store_from_config(IndexConfig(confidence=0.99)) as store:
+        store.build(corpus.data.vectors, {})
+        store.calibrate(K, cal, target_recall=0.95, graph_cost=2.0, confidence=0.99)
+        assert store.planner is not None and store.planner.confidence == 0.99

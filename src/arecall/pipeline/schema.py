@@ -107,6 +107,9 @@ class ExactIndexSchema:
         Any of post, pushdown, pre (the exact scan of the authorized subset), auto.
     target_recall : float
         What the auto planner calibrates for, in (0, 1].
+    confidence : float
+        How sure ``auto`` must be, per batch, that the batch's mean recall@k is at least
+        ``target_recall``, in [0.5, 1) (default 0.995: 2.58 standard errors kept).
     store : str
         The vector store holding the index (`arecall.vector.stores.STORES`).
     """
@@ -114,6 +117,7 @@ class ExactIndexSchema:
     name: str = "exact"
     placements: list[str] = setting(list(PLACEMENTS), each=one_of(*PLACEMENTS), nonempty=True)  # noqa: RUF009 (a dataclass field)
     target_recall: float = setting(IndexConfig.target_recall, _FRACTION)
+    confidence: float = setting(IndexConfig.confidence, interval(0.5, 1.0, high_open=True))
     store: str = IndexConfig.store
 
     def problems(self) -> Iterator[tuple[str, str, Any]]:

@@ -49,6 +49,7 @@ def _index_options(icfg: Mapping[str, Any]) -> dict[str, Any]:
         "ef_search": config.ef_search,
         "placements": tuple(config.placements),
         "target_recall": config.target_recall,
+        "confidence": config.confidence,
         "store": config.store,
     }
 
@@ -111,6 +112,7 @@ def run_text_index(
         ef_search=options["ef_search"],
         placements=list(options["placements"]),
         target_recall=options["target_recall"],
+        confidence=options["confidence"],
         store=options["store"],
     )
     oracle_index = build_index(vectors, kind="exact")
@@ -121,7 +123,11 @@ def run_text_index(
             # calibrated on synthetic queries drawn like the documents, never on the scored ones
             # (documents themselves as queries would flatter the graph)
             store.calibrate(
-                k, None, target_recall=options["target_recall"], graph_cost=DEFAULT_GRAPH_COST
+                k,
+                None,
+                target_recall=options["target_recall"],
+                graph_cost=DEFAULT_GRAPH_COST,
+                confidence=options["confidence"],
             )
         unfiltered = oracle_index.exact(queries, k)
         for i, (name, allowed) in enumerate(zip(principals, acl, strict=True)):
