@@ -156,12 +156,12 @@ def test_a_signal_while_writing_leaves_no_temp_file(tmp_path, sig):
 #: Writes that may bypass io.atomic: a lock file (appended, never published); the report's plot
 #: function, whose ``path`` is write_with's temporary file (checked below).
 _NOT_ARTIFACTS = {
-    ("pipeline/tracking.py", 'lock_path.open("a")'),
+    ("tracking/store.py", 'lock_path.open("a")'),
     # files of a private directory published whole by one rename (a vector-cache entry) or
     # uploaded and deleted (MLflow's artifact staging): never seen half-written
     ("pipeline/vector_cache.py", "(work / "),
     ("pipeline/vector_cache.py", "table.to_parquet(work / _TABLE"),
-    ("pipeline/tracking.py", "(root / name).write_text("),
+    ("tracking/pipeline.py", "(root / name).write_text("),
     ("pipeline/stages/report.py", "fig.savefig(path,"),
 }
 

@@ -355,7 +355,7 @@ def test_a_sqlite_store_is_refused_only_when_workers_run_on_other_hosts(monkeypa
     assert str(caught.value) == (
         f"arecall: error: the MLflow store {store} is a file on {here}; the workers on "
         "node-a, node-b cannot write it: start an mlflow server and set "
-        "MLFLOW_TRACKING_URI=http://HOST:PORT (README: Running on a cluster)"
+        "MLFLOW_TRACKING_URI=http://HOST:PORT (docs: Run on a cluster)"
     )
     _check_store(_Workers("node-a"), OmegaConf.create({"tracking": {"enabled": False}}))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")

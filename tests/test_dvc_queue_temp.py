@@ -17,7 +17,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from arecall.pipeline.config import default_config
-from arecall.pipeline.tracking import config_hash
+from arecall.tracking.provenance import config_hash
 
 from conftest import FAST_PROOF, dvc, git, snapshot_repo
 

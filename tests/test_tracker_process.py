@@ -18,7 +18,7 @@ import psutil
 import pytest
 from mlflow.tracking import MlflowClient
 
-from arecall.pipeline.tracker import TrackerProcess, wants_tracker
+from arecall.tracking.tracker import TrackerProcess, wants_tracker
 
 from conftest import FAST_PROOF
 
@@ -27,7 +27,7 @@ def _tracker_children() -> list[psutil.Process]:
     found = []
     for child in psutil.Process().children(recursive=True):
         try:
-            if "arecall.pipeline.tracker" in " ".join(child.cmdline()):
+            if "arecall.tracking.tracker" in " ".join(child.cmdline()):
                 found.append(child)
         except psutil.NoSuchProcess:
             pass
@@ -72,7 +72,7 @@ def test_an_untracked_run_and_a_refused_one_leave_no_tracker_behind(tmp_path, ar
     result = arecall("run", "evaluation.ks=[0]", f"hydra.run.dir={tmp_path}/bad")
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
     assert _tracker_children() == []
-    monkeypatch.setattr("arecall.pipeline.tracker.wants_tracker", lambda argv: True)  # wrong
+    monkeypatch.setattr("arecall.tracking.tracker.wants_tracker", lambda argv: True)  # wrong
     result = arecall("run", "tracking.enabled=false", f"hydra.run.dir={tmp_path}/u", FAST_PROOF)
     assert result.returncode == 0, result.stderr
     assert _tracker_children() == []

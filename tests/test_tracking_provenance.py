@@ -10,7 +10,8 @@ from mlflow.tracking import MlflowClient
 
 from arecall.pipeline.layout import Layout
 from arecall.pipeline.run import run_all
-from arecall.pipeline.tracking import config_hash, log_run, pipeline_run
+from arecall.tracking.pipeline import log_run, pipeline_run
+from arecall.tracking.provenance import config_hash
 
 from conftest import fast_config, git
 
@@ -119,7 +120,7 @@ def test_a_failed_run_keeps_its_config_in_the_one_batch_that_ends_it(
 
 
 def test_the_upload_reports_each_of_its_steps_in_order(mlflow_store: str):
-    from arecall.pipeline.tracking import UPLOAD_STEPS, TrackedRun
+    from arecall.tracking.run import UPLOAD_STEPS, TrackedRun
 
     seen: list[str] = []
     with TrackedRun(mlflow_store, "steps", params={"a": "1"}) as run:

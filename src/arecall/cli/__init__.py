@@ -2,7 +2,8 @@
 
 ``arecall run [overrides]`` runs the whole pipeline in one process for a Hydra-composed config
 (``-m`` sweeps); ``arecall evaluate`` / ``arecall fuse`` work on TREC runs; ``arecall readme``
-keeps the README's tables in step with reports/. User errors end as one line on stderr, exit 2.
+keeps the generated tables of the README and docs/ in step with reports/. User errors end as one
+line on stderr, exit 2.
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ commands:
   run [OVERRIDES] [-m]   run the pipeline in-process for a Hydra config (outputs in hydra.run.dir)
   evaluate ...           authorized metrics for a TREC run + qrels (+ ACL); see --help
   fuse RUN... --out F    reciprocal rank fusion of TREC runs
-  readme [--check]       splice reports/tables.md into README.md (or check they agree)
+  readme [--check]       sync the generated tables of README.md and docs/ with reports/
   log DIR                log a finished run directory (or a DVC repo: `log .`) to MLflow
 """
 
 
 def _run(argv: Sequence[str]) -> int:
-    from arecall.pipeline.tracker import spawn_tracker, take_tracker, wants_tracker
+    from arecall.tracking.tracker import spawn_tracker, take_tracker, wants_tracker
 
     if wants_tracker(argv):  # first of all: MLflow's import overlaps Hydra and the stages
         spawn_tracker(os.getcwd())
@@ -42,13 +43,21 @@ def _run(argv: Sequence[str]) -> int:
 
 
 def _readme(argv: Sequence[str]) -> int:
-    from arecall.cli.readme import sync_readme
+    from arecall.cli.readme import config_problem, sync_pages
 
-    check = "--check" in argv
-    agreed = sync_readme(check=check)
-    if check and not agreed:
+    unknown = [a for a in argv if a not in ("--check", "--params-only")]
+    if unknown:
+        raise ArecallError(f"readme: unknown argument {unknown[0]!r} (--check, --params-only)")
+    problem = config_problem(lock="--params-only" not in argv)
+    if problem is not None:
+        return print_error(problem)
+    if "--params-only" in argv:
+        return 0
+    differ = sync_pages(check="--check" in argv)
+    if "--check" in argv and differ:
+        names = ", ".join(str(p) for p in differ)
         return print_error(
-            "README.md: the tables differ from reports/tables.md; run `arecall readme`"
+            f"{names}: the generated tables differ from reports/; run `arecall readme`"
         )
     return 0
 

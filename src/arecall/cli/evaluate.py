@@ -6,7 +6,7 @@ and `fuse_main`. Both return an exit status instead of exiting: 0 on success, 2 
 (one ``arecall: error: ...`` line on stderr naming the file and line, no traceback, no output
 file touched — every file is written atomically and only after everything was computed).
 mlflow is imported only for ``--mlflow``, which logs through
-`arecall.pipeline.tracking.log_evaluation` (the one code path of every store write).
+`arecall.tracking.evaluate.log_evaluation` (the one code path of every store write).
 """
 
 from __future__ import annotations
@@ -75,15 +75,16 @@ def _evaluate_parser() -> argparse.ArgumentParser:
         prog="arecall evaluate",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=_wrap(
-            "Standard measures of a TREC run against TREC qrels (the same values as ranx and "
-            "trec_eval), and with an ACL the authorized view per principal: Authorized "
+            "Standard measures of a TREC run against TREC or BEIR qrels (the same values as "
+            "ranx and trec_eval), and with an ACL the authorized view per principal: Authorized "
             "Recall@K after (post) and before (pre) filtering, their gap with a bootstrap CI "
             "and a randomization p-value, and U@K, the unauthorized share of the first K."
         ),
         epilog=_wrap(
             _ORDER_NOTE,
             "Files: run lines 'qid Q0 docid rank score tag'; qrels lines 'qid 0 docid rel' "
-            "(rel >= 1 is relevant); ACL lines 'doc_id<TAB>principal' (deny by default: an "
+            "(TREC) or 'query-id<TAB>corpus-id<TAB>score' after a header (BEIR), rel >= 1 "
+            "relevant; ACL lines 'doc_id<TAB>principal' (deny by default: an "
             "unlisted document is authorized to nobody); groups lines 'principal<TAB>group' "
             "(ACL lines may then name groups).",
             "Conventions: judged queries with nothing relevant score 0 on the standard "
@@ -94,7 +95,7 @@ def _evaluate_parser() -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("--run", required=True, help="TREC run file")
-    p.add_argument("--qrels", required=True, help="TREC qrels file")
+    p.add_argument("--qrels", required=True, help="qrels file, TREC or BEIR (format detected)")
     p.add_argument("--acl", help="ACL TSV: doc_id<TAB>principal (or group)")
     p.add_argument("--groups", help="groups TSV: principal<TAB>group")
     p.add_argument(
@@ -287,7 +288,8 @@ def _evaluate(argv: list[str]) -> int:
             "ties": args.ties,
             "compare_run": args.compare_run or "",
         }
-        from arecall.pipeline.tracking import TrackingError, log_evaluation
+        from arecall.tracking.evaluate import log_evaluation
+        from arecall.tracking.store import TrackingError
 
         try:
             run_id, uri = log_evaluation(

@@ -2,7 +2,7 @@
 
 Why: a run whose tracking store could not be written keeps its results and says so in one line,
 ``… results are in DIR; log them later with: arecall log DIR``. This is that later step, through
-the same code path as every other store write (`arecall.pipeline.tracking.log_run`).
+the same code path as every other store write (`arecall.tracking.pipeline.log_run`).
 
 ``DIR`` is either an ``arecall run`` directory (its config is Hydra's ``DIR/.hydra/config.yaml``,
 its reports at the top) or a DVC repository (``DIR/params.yaml`` and ``DIR/reports/``, what the
@@ -11,8 +11,9 @@ DVC track stage names as ``arecall log .``).
 
 from __future__ import annotations
 
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +39,8 @@ def log_main(argv: Sequence[str]) -> int:
     """  # noqa: E501 (a doctest's expected line)
     from arecall.pipeline.config import load_params
     from arecall.pipeline.layout import Layout
-    from arecall.pipeline.tracking import (
-        experiment_name,
-        log_run,
-        logged_runs,
-        reports_digest,
-        tracking_uri,
-    )
+    from arecall.tracking.pipeline import experiment_name, log_run, logged_runs, reports_digest
+    from arecall.tracking.store import tracking_uri
 
     args = list(argv)
     if args and args[0] in ("-h", "--help"):
@@ -92,23 +88,62 @@ def log_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def _run_config(path: Path) -> dict[str, Any]:
-    """The config Hydra saved for a run, its interpolations resolved, checked like params.yaml.
+#: The only interpolations a saved run config may hold: arecall's own resolvers, argument-free
+#: (``vector_search.corpus.name: ${arecall.vector_search_only:}``, as Hydra saves it). They read
+#: nothing from the environment; anything else (``${oc.env:…}``) is never resolved here.
+_OWN_RESOLVER = re.compile(r"\$\{arecall\.[A-Za-z_]+:\}")
 
-    Hydra saves the composition unresolved (``vector_search.corpus.name`` is an interpolation of
-    arecall's resolver), so it is loaded with OmegaConf (a safe YAML loader) and resolved here.
+
+def _run_config(path: Path) -> dict[str, Any]:
+    """The config Hydra saved for a run, checked like params.yaml; interpolations refused.
+
+    Hydra saves the composition unresolved. The directory being logged may come from someone
+    else: resolving its ``${oc.env:…}`` would copy this machine's environment (a token) into
+    the tracking server. So the file is read as plain YAML (``yaml.safe_load``), a value holding
+    any interpolation but arecall's own resolvers is one error naming its key, and only those
+    resolvers are resolved (by OmegaConf, the same code as when the run was composed).
     """
+    import yaml
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
     from arecall.pipeline.config import checked
     from arecall.pipeline.schema import register
 
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
+        raise ArecallError(f"{path}: cannot read the run's config: {exc}") from None
+    if not isinstance(data, dict):
+        raise ArecallError(f"{path}: must be a mapping of config sections")
+    for key, value in _leaves(data):
+        if isinstance(value, str) and "${" in value and not _OWN_RESOLVER.fullmatch(value):
+            raise ArecallError(
+                f"{path}: {key} is an interpolation; arecall log resolves none from a run "
+                "directory (write its value there)"
+            )
     register()
     try:
-        resolved = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    except (OmegaConfBaseException, ValueError, OSError) as exc:
+        resolved = OmegaConf.to_container(OmegaConf.create(data), resolve=True)
+    except (OmegaConfBaseException, ValueError) as exc:
         raise ArecallError(f"{path}: cannot read the run's config: {exc}") from None
-    if not isinstance(resolved, dict):
-        raise ArecallError(f"{path}: must be a mapping of config sections")
+    assert isinstance(resolved, dict)
     return checked({str(k): v for k, v in resolved.items()}, origin=str(path))
+
+
+def _leaves(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Every (dotted key, value) of a YAML document's mappings and lists.
+
+    Examples
+    --------
+    >>> list(_leaves({"a": {"b": 1, "c": ["x", {"d": 2}]}}))
+    [('a.b', 1), ('a.c[0]', 'x'), ('a.c[1].d', 2)]
+    """
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _leaves(value, f"{prefix}.{key}" if prefix else str(key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _leaves(value, f"{prefix}[{i}]")
+    else:
+        yield prefix, node

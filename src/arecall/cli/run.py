@@ -66,11 +66,16 @@ def run_main(argv: Sequence[str]) -> int:
     from arecall.pipeline.layout import Layout
     from arecall.pipeline.run import run_all
     from arecall.pipeline.stages import announce_stages
-    from arecall.pipeline.tracking import Interrupted, end_sweep, interruptible
+    from arecall.tracking.ends import Interrupted, interruptible, outcome_scope
+    from arecall.tracking.sweep import end_sweep
 
     root = os.getcwd()
 
     def body(cfg: DictConfig) -> float | None:
+        with outcome_scope():  # until the point is printed, a signal ends its run KILLED
+            return _point(cfg)
+
+    def _point(cfg: DictConfig) -> float | None:
         config: Any = OmegaConf.to_container(cfg, resolve=True)
         hydra_cfg = HydraConfig.get()
         directory = hydra_cfg.runtime.output_dir
@@ -322,10 +327,10 @@ def _tracked(
     """Run the stages inside this run's MLflow run (untracked if tracking is disabled).
 
     A single run logs through the tracker process ``arecall run`` started at launch
-    (`arecall.pipeline.tracker`), so MLflow's import overlaps the stages; a sweep's points log
+    (`arecall.tracking.tracker`), so MLflow's import overlaps the stages; a sweep's points log
     in-process, nested under the sweep's parent run. Both log the same `pipeline_run`.
     """
-    from arecall.pipeline.tracker import RemoteRun, take_tracker
+    from arecall.tracking.tracker import RemoteRun, take_tracker
 
     tracker = take_tracker()
     if not config["tracking"]["enabled"]:
@@ -333,7 +338,7 @@ def _tracked(
             tracker.close()
         result: dict[str, Any] = run_all(config, layout)
         return result
-    from arecall.pipeline.tracking import finish_pipeline_run, pipeline_run
+    from arecall.tracking.pipeline import finish_pipeline_run, pipeline_run
 
     run = pipeline_run(
         config,

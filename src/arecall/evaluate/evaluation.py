@@ -1033,6 +1033,17 @@ def compare(
 # -- text rendering ------------------------------------------------------------------------------
 
 
+def _count(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and ``noun`` in agreement.
+
+    Examples
+    --------
+    >>> _count(1, "pair"), _count(2, "query", "queries")
+    ('1 pair', '2 queries')
+    """
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def _format_table(s: Mapping[str, Any]) -> str:
     lines = [
         f"run: {s['run']}  queries: {s['queries']} judged "
@@ -1045,12 +1056,13 @@ def _format_table(s: Mapping[str, Any]) -> str:
     for k, r in s["k"].items():
         lines.append(f"{k:>5} " + " ".join(f"{shown(r[m], '.4f'):>8}" for m in STANDARD_MEASURES))
     if "principals" in s:
+        empty = s["pairs_without_authorized_relevant"]
         lines += [
             "",
-            f"authorized view: {len(s['principals'])} principals × {s['queries']} queries = "
-            f"{s['pairs']} pairs; placement {s['placement']}; "
-            f"{s['pairs_without_authorized_relevant']} pairs with nothing relevant authorized "
-            "score ARecall 1",
+            f"authorized view: {_count(len(s['principals']), 'principal')} × "
+            f"{_count(s['queries'], 'query', 'queries')} = {_count(s['pairs'], 'pair')}; "
+            f"placement {s['placement']}; {_count(empty, 'pair')} with nothing relevant "
+            f"authorized {'scores' if empty == 1 else 'score'} ARecall 1",
             "",
             f"{'K':>5} {'ARecall':>8} {'post':>8} {'pre':>8} {'gap':>8} {'95% CI of gap':>19} "
             f"{'p':>7} {'U@K':>7} {'deeper':>7}",

@@ -19,7 +19,7 @@ from arecall.core.errors import ArecallError
 from arecall.core.schema import ConfigProblem
 from arecall.pipeline.schema import GROUPS, VECTORS_REFUSAL, check_config, register
 
-__all__ = ["CONF_DIR", "checked", "default_config", "flatten", "ks_of", "load_params"]
+__all__ = ["CONF_DIR", "checked", "default_config", "ks_of", "load_params"]
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
@@ -72,24 +72,6 @@ def checked(cfg: Mapping[str, Any], *, origin: str | None = None) -> dict[str, A
     arecall.core.schema.ConfigProblem: config: evaluation.ks[1]: must be a positive integer, got 0
     """
     return check_config(cfg, origin=origin)
-
-
-def flatten(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
-    """Dotted keys → string values, for MLflow params.
-
-    Examples
-    --------
-    >>> flatten({"a": {"b": 1, "c": [1, 2]}, "d": None})
-    {'a.b': '1', 'a.c': '[1, 2]', 'd': 'None'}
-    """
-    out: dict[str, str] = {}
-    for key, value in cfg.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(flatten(value, f"{name}."))
-        else:
-            out[name] = str(list(value)) if isinstance(value, list | tuple) else str(value)
-    return out
 
 
 def default_config(overrides: Sequence[str] | None = None) -> dict[str, Any]:

@@ -1,9 +1,10 @@
 """The seed's two tables, as Markdown, and the ARecall@K-per-placement curve.
 
 Rendering is a pure function of ``metrics.json`` (and the config for the caption), so the
-tables in reports/, in MLflow and in the README are the same bytes from the same numbers. Column
-headers are the registry's (`arecall.core.measures.PIPELINE`); its measures follow the seed's
-``vacuous`` convention (Recall and ARecall are 1 where nothing (authorized) is relevant).
+tables in reports/ and in the README are the same bytes from the same numbers; their columns are
+those of `arecall.core.tables`, whose frames MLflow holds. Column headers are the registry's
+(`arecall.core.measures.PIPELINE`); its measures follow the seed's ``vacuous`` convention
+(Recall and ARecall are 1 where nothing (authorized) is relevant).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import Any
 import pandas as pd
 
 from arecall.core.measures import PIPELINE, shown
+from arecall.core.tables import MAIN, RESTRICTED
 
-__all__ = ["curve_frame", "main_table", "render_tables", "restricted_table"]
+__all__ = ["curve_frame", "render_tables"]
 
 
 def _interval(row: Mapping[str, Any], key: str) -> str:
@@ -28,35 +30,6 @@ def _interval(row: Mapping[str, Any], key: str) -> str:
 def _p(row: Mapping[str, Any], key: str) -> str:
     sig = row.get("significance", {}).get(key)
     return "–" if not sig else f"{sig['p_value']:.3g}"
-
-
-#: The main table's measure columns, then the restricted table's (metrics.json keys).
-MAIN = ("recall", "arecall_post", "arecall_pre", "gap", "precision", "ndcg", "unusable")
-RESTRICTED = ("arecall_post", "arecall_pre", "gap")
-
-
-def main_table(metrics: Mapping[str, Any]) -> pd.DataFrame:
-    """Per-K means over all query-principal pairs (R_A = ∅ counts as ARecall 1, as the seed)."""
-    columns = (*MAIN, "returned_post")
-    return pd.DataFrame(
-        [
-            {"K": int(k), **{PIPELINE[name].heading(): v[name] for name in columns}}
-            for k, v in metrics["k"].items()
-        ]
-    )
-
-
-def restricted_table(metrics: Mapping[str, Any]) -> pd.DataFrame:
-    """Per-K means over pairs with R_A ≠ ∅ only (the excluded convention)."""
-    return pd.DataFrame(
-        [
-            {
-                "K": int(k),
-                **{PIPELINE[name].heading(): v[PIPELINE[name].nonempty_key] for name in RESTRICTED},
-            }
-            for k, v in metrics["k"].items()
-        ]
-    )
 
 
 def _markdown_header(names: tuple[str, ...], align: str) -> list[str]:

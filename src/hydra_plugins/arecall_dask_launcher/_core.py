@@ -199,7 +199,7 @@ def _check_store(client: Any, config: DictConfig) -> None:
     """Refuse a sweep whose workers on other hosts would write a sqlite file of this host."""
     if not OmegaConf.select(config, "tracking.enabled", default=False):
         return
-    from arecall.pipeline.tracking import tracking_uri
+    from arecall.tracking.store import tracking_uri
 
     uri = tracking_uri(".")
     if uri.startswith(("http://", "https://")):
@@ -210,7 +210,7 @@ def _check_store(client: Any, config: DictConfig) -> None:
         raise ClusterError(
             f"the MLflow store {uri} is a file on {here}; the workers on "
             f"{', '.join(elsewhere)} cannot write it: start an mlflow server and set "
-            "MLFLOW_TRACKING_URI=http://HOST:PORT (README: Running on a cluster)"
+            "MLFLOW_TRACKING_URI=http://HOST:PORT (docs: Run on a cluster)"
         )
 
 

@@ -1,23 +1,17 @@
-"""The MLflow parent run of an ``arecall run -m`` sweep: a Hydra callback.
+"""The Hydra callback that gives an ``arecall run -m`` sweep its MLflow parent run.
 
-Apart from `arecall.pipeline.tracking` so that logging a single run (the tracker process, the DVC
-track stage) does not import Hydra.
+Apart from `arecall.tracking.sweep` (which holds what the parent run logs) because it imports
+Hydra: logging a single run (the tracker process, the DVC track stage) does not.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from hydra.experimental.callback import Callback
 
-from arecall.pipeline.tracking import (
-    PARENT_ENV,
-    TrackedRun,
-    end_sweep,
-    experiment_name,
-    tracking_uri,
-)
+from arecall.tracking.pipeline import experiment_name
+from arecall.tracking.sweep import end_sweep, start_sweep
 
 __all__ = ["SweepCallback"]
 
@@ -35,18 +29,7 @@ class SweepCallback(Callback):
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         if not (config.get("tracking") or {}).get("enabled", True):
             return
-        overrides = [str(o) for o in config.hydra.overrides.task]
-        run = TrackedRun(
-            tracking_uri("."),
-            experiment_name(config),
-            run_name="sweep " + " ".join(overrides),
-            tags={"arecall.entry": "arecall run -m", "arecall.sweep": "parent"},
-            params={f"sweep.override.{i}": o for i, o in enumerate(overrides)},
-        )
-        run.start()
-        run.log_params()
-        if run.run_id is not None:
-            os.environ[PARENT_ENV] = run.run_id
+        start_sweep(experiment_name(config), [str(o) for o in config.hydra.overrides.task])
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         end_sweep("FINISHED")

@@ -3,11 +3,11 @@
 Importing MLflow and opening its sqlite store (SQLAlchemy's models, alembic's schema check) take
 three seconds or more here, longer than the stages of a small run; done in the run's process they
 come after the stages and the user waits for both. A thread cannot overlap them (an import holds
-the GIL), a second process can: `spawn_tracker` starts ``python -m arecall.pipeline.tracker``
+the GIL), a second process can: `spawn_tracker` starts ``python -m arecall.tracking.tracker``
 before Hydra composes the config, the tracker imports MLflow while the stages run, and the run
 only waits for what is left when its reports are ready.
 
-What is logged is defined once, by `arecall.pipeline.tracking`: the tracker rebuilds the same
+What is logged is defined once, by `arecall.tracking.pipeline`: the tracker rebuilds the same
 `TrackedRun` from the definition it is sent and calls the same `finish_pipeline_run` on the same
 report files. The guarantees hold as in-process:
 
@@ -20,9 +20,18 @@ report files. The guarantees hold as in-process:
 - a store that cannot be written is reported by the run's process in the one line it would
   print in-process (`TrackingError`, or the ``warn`` line), naming where the results are.
 
+- the run's process decides how the run ends, never the tracker: the tracker uploads, then waits
+  to be told FINISHED (or KILLED, if a signal reached the run's process meanwhile); a kill -9 of
+  the run's process during the upload leaves the upload to finish and the run KILLED, and
+  after a FINISHED end the tracker stays until the run's process lets it go, so a signal there
+  still ends the run KILLED (`arecall.tracking.ends.outcome_scope`).
+
 The protocol is one JSON object per line: the run's process sends ``start`` (the run's
-definition), then ``finish`` (report paths, the vector table) or ``end`` (a status); the tracker
-answers ``finish`` and ``end`` with one line. Nothing is unpickled or evaluated.
+definition), ``finish`` (report paths, the vector table), ``end`` (a status; any number, the
+first decides unless a later KILLED follows a FINISHED) and ``close``; the tracker answers
+``finish`` with its progress steps then ``uploaded`` (or the store's error), and each ``end``
+with ``ended``. End-of-input without ``close`` means the run's process died. Nothing is
+unpickled or evaluated.
 """
 
 from __future__ import annotations
@@ -38,7 +47,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from arecall.pipeline.run_ends import RunBlock, error_text
+from arecall.tracking.ends import RunBlock, error_text, exit_promptly, finished, held_signals
 
 __all__ = ["RemoteRun", "TrackerProcess", "spawn_tracker", "take_tracker", "wants_tracker"]
 
@@ -86,7 +95,7 @@ class TrackerProcess:
         # the tracker's stderr, read only if it dies (its last line goes into the message)
         self._stderr = tempfile.TemporaryFile(prefix="arecall-tracker-")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "arecall.pipeline.tracker", str(Path(root).resolve())],
+            [sys.executable, "-m", "arecall.tracking.tracker", str(Path(root).resolve())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -162,12 +171,16 @@ class RemoteRun(RunBlock):
     """A `TrackedRun` driven through a tracker process: same definition, same ends.
 
     ``run`` is the not-yet-started `TrackedRun` (`pipeline_run` made it here, with this process's
-    command line and git state); only its definition travels.
+    command line and git state); only its definition travels. The tracker uploads; this process,
+    which receives the signals, decides how the run ends and tells it (`end`); a run ended
+    FINISHED keeps its tracker until `release`, so a signal that comes later can still end it
+    KILLED (`relabel`).
     """
 
     def __init__(self, tracker: TrackerProcess, run: Any) -> None:
         self.tracker, self.run = tracker, run
         self._open = False
+        self._status: str | None = None
 
     def start(self) -> None:
         """Send the run's definition; the tracker creates it while the stages run."""
@@ -184,13 +197,24 @@ class RemoteRun(RunBlock):
         self.tracker.send({"op": "start", "run": definition})
         self._open = True
 
+    def _until(self, *keys: str, bar: Any = None) -> dict[str, Any]:
+        """The tracker's next answer holding one of ``keys`` (or ``error``: it died), skipping
+        its progress (drawn on ``bar``) and answers to messages this process no longer awaits."""
+        while True:
+            answer = self.tracker.answer()
+            if "step" in answer and bar is not None:
+                bar.update(1)
+            if "error" in answer or any(key in answer for key in keys):
+                return answer
+
     def finish(self, reports: Mapping[str, Path], *, vector: Any, rank_info: Path | None) -> Any:
         """Log the reports and end the run FINISHED; the run id (None: store failed, ``warn``).
 
         Raises `TrackingError` with the tracker's one line when the store could not be written
         and ``on_error`` is ``fail``.
         """
-        from arecall.pipeline.tracking import TrackingError
+        from arecall.tracking.run import upload_bar
+        from arecall.tracking.store import TrackingError
 
         table = None
         if vector is not None:
@@ -203,29 +227,58 @@ class RemoteRun(RunBlock):
                 "rank_info": str(rank_info) if rank_info is not None else None,
             }
         )
-        from arecall.pipeline.tracking import upload_bar
-
         with upload_bar() as bar:
-            answer = self.tracker.answer()
-            while "step" in answer:  # the tracker's progress, then its one answer
+            answer = self._until("uploaded", "warning", bar=bar)
+            if "uploaded" in answer:
+                with held_signals():  # the FINISHED end and this process's knowledge of it
+                    self.tracker.send({"op": "end", "status": "FINISHED", "error": None})
+                    ended = self._until("ended")
+                    if ended.get("ended") == "FINISHED":
+                        self._status = "FINISHED"
+                        finished(self)
+                answer = {**ended, "uploaded": answer["uploaded"]}
                 bar.update(1)
-                answer = self.tracker.answer()
-        self._open = False
-        self.tracker.close()
-        if "warning" in answer:
-            print(f"arecall: warning: {answer['warning']}", file=sys.stderr)
+        if "warning" not in answer and "error" not in answer:
+            return answer.get("uploaded")
+        self._close()
         if "error" in answer:
             raise TrackingError(answer["error"])
-        return answer.get("run_id")
+        print(f"arecall: warning: {answer['warning']}", file=sys.stderr)
+        return None
 
     def end(self, status: str, error: BaseException | str | None = None) -> None:
-        """End the run with ``status`` (and the error as its tag); wait for the tracker."""
+        """End the run with ``status`` (and the error as its tag); wait for the tracker.
+
+        A run ended FINISHED already is ended KILLED again by a KILLED end (`relabel`).
+        """
         if not self._open:
             return
-        self._open = False
         text = error_text(error) if error is not None else None
+        if self._status == "FINISHED":
+            if status == "KILLED":
+                self.relabel(status, text or "interrupted as it was ended")
+            return
         self.tracker.send({"op": "end", "status": status, "error": text})
-        self.tracker.answer()
+        self._until("ended")
+        self._status = status
+        self._close()
+
+    def relabel(self, status: str, error: str) -> None:
+        """End KILLED a run this process ended FINISHED (a signal came after); wait for it."""
+        if not self._open or self._status != "FINISHED":
+            return
+        self._status = status
+        self.tracker.send({"op": "end", "status": status, "error": error})
+        self._until("ended")
+
+    def release(self) -> None:
+        """Let the tracker go: the run's status is final."""
+        self._close()
+
+    def _close(self) -> None:
+        if self._open:
+            self._open = False
+            self.tracker.send({"op": "close"})
         self.tracker.close()
 
 
@@ -241,19 +294,24 @@ def _prewarm(uri: str) -> None:
         from sqlalchemy.orm import configure_mappers
 
         configure_mappers()
-    import arecall.pipeline.tracking  # noqa: F401
+    import arecall.tracking.pipeline  # noqa: F401
 
 
 def _serve(requests: IO[str], answers: IO[str], root: str) -> int:
     """Read the run's messages and act on them with one `TrackedRun` (the tracker's loop)."""
-    from arecall.pipeline.tracking import TrackingError, tracking_uri
+    from arecall.tracking.store import TrackingError, tracking_uri
 
     _prewarm(tracking_uri(root))
-    from arecall.pipeline.tracking import TrackedRun, finish_pipeline_run
+    from arecall.tracking.pipeline import finish_pipeline_run
+    from arecall.tracking.run import TrackedRun
 
     def answer(message: Mapping[str, Any]) -> None:
-        answers.write(json.dumps(message) + "\n")
-        answers.flush()
+        """Tell the run's process; if it died, carry on: end-of-input will say so."""
+        try:
+            answers.write(json.dumps(message) + "\n")
+            answers.flush()
+        except (BrokenPipeError, OSError):
+            pass
 
     run: TrackedRun | None = None
     for line in requests:
@@ -285,33 +343,49 @@ def _serve(requests: IO[str], answers: IO[str], root: str) -> int:
             def step(name: str) -> None:
                 answer({"step": name})
 
+            run_id = finish_pipeline_run(
+                run, reports, vector=vector, rank_info=rank_info, progress=step, end=False
+            )
+            if run_id is not None:  # the run's process decides how it ends, and says so
+                answer({"uploaded": run_id})
+                continue
             try:
-                run_id = finish_pipeline_run(
-                    run, reports, vector=vector, rank_info=rank_info, progress=step
-                )
+                run.report_failure()  # ended FAILED by the upload, if the store took it
             except TrackingError as exc:
                 answer({"warning" if d["on_error"] == "warn" else "error": str(exc)})
-            else:
-                answer({"run_id": run_id})
             return 0
-        elif op == "end" and run is not None:
-            run.end(message["status"], message["error"])
-            answer({"ended": message["status"]})
+        elif op == "end":
+            reply: dict[str, Any] = {"ended": message["status"]}
+            if run is not None:
+                run.end(message["status"], message["error"])
+                try:
+                    if message["status"] == "FINISHED":
+                        run.report_failure()  # the store refused the end: FAILED, said once
+                except TrackingError as exc:
+                    reply = {
+                        "ended": run.status,
+                        "warning" if d["on_error"] == "warn" else "error": str(exc),
+                    }
+            answer(reply)
+        elif op == "close":
             return 0
-    if run is not None:  # end of input before an end: the run's process died (kill -9)
+    if run is not None and run.status == "FINISHED":  # end of input, no close: killed (-9)
+        run.relabel("KILLED", "the run's process died after its results were logged")
+    elif run is not None:
         run.end("KILLED", "the run's process died before it ended the run")
     return 0
 
 
 def main(argv: Sequence[str]) -> int:
-    """``python -m arecall.pipeline.tracker ROOT``: serve one run's logging, then exit."""
+    """``python -m arecall.tracking.tracker ROOT``: serve one run's logging, then exit."""
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
     answers = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a library's print can't break the protocol
     status = _serve(sys.stdin, answers, argv[0] if argv else ".")
-    answers.flush()
-    os._exit(status)  # the work is committed; skip the interpreter's slow teardown
+    with contextlib.suppress(OSError):
+        answers.flush()
+    exit_promptly(status)  # the work is committed; skip the interpreter's slow teardown
 
 
 if __name__ == "__main__":
