@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from arecall.core.errors import ArecallError
 from arecall.vector.adversarial import SHIFTED_CORPORA, adversarial_corpus
 from arecall.vector.index import Hits, VectorIndex, build_index
+from arecall.vector.oracle import tie_aware_recall
 from arecall.vector.placement import AutoPlanner, auto, calibrate_auto
-from arecall.vector.placement.calibration import tie_aware_recall
 from arecall.vector.placement.certification import recall_bound, shift_alarm
 
 K = 10

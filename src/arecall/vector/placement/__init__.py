@@ -2,7 +2,7 @@
 
 The fixed placements are `arecall.vector.placement.fixed`'s. ``auto`` chooses, per batch and
 per query, between a certified graph search and the exact scan; its modules follow the plan's
-own steps (``docs/vector-planner.md`` walks through one batch):
+own steps (``docs/concepts/planner.md`` walks through one batch):
 
 ``settings``
     Every tuned number, each with what it trades and how it was measured.

@@ -53,7 +53,10 @@ class Batch:
 
 
 def count_allowed(
-    mask: npt.NDArray[np.bool_], few: float, step: int = DEFAULTS.count_stride
+    mask: npt.NDArray[np.bool_],
+    few: float,
+    step: int = DEFAULTS.count_stride,
+    looks: int = DEFAULTS.count_looks,
 ) -> tuple[int, npt.NDArray[np.int64] | None]:
     """How many documents ``mask`` authorizes, and their ids if that is at most ``few`` (also
     where a sample took the mask for that sparse; ``None`` otherwise): only a scan needs them,
@@ -63,7 +66,8 @@ def count_allowed(
     a separate count first was 5% of the call at a million documents and 0.1%. Above ``few``
     a plan lists them only if it needs them (the general plan): at a million documents and
     10% the list took 0.56 ms, 3% of a pushdown that never reads it. Every ``step``-th entry
-    (``settings.count_stride``, 4,096) is looked at first: a mask that is clearly sparse is
+    (``settings.count_stride``, 4,096) is looked at first, in a mask of at least ``looks``
+    (``settings.count_looks``) such entries: a mask that is clearly sparse is
     listed at once, any other counted (30 µs at a million) and listed only at or below
     ``few``. The sample decides only which is cheaper: a mask laid out to fool it costs a
     count, never a wrong answer.
@@ -79,7 +83,7 @@ def count_allowed(
     >>> count, ids.size
     (32, 32)
     """
-    if mask.size >= 16 * step and np.count_nonzero(mask[::step]) * step > few / 2 + 2 * step:
+    if mask.size >= looks * step and np.count_nonzero(mask[::step]) * step > few / 2 + 2 * step:
         n_allowed = int(np.count_nonzero(mask))
         if n_allowed > few:
             return n_allowed, None

@@ -24,6 +24,7 @@ from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_positive_int
 from arecall.vector.config import IndexConfig
 from arecall.vector.index import Hits, VectorIndex
+from arecall.vector.oracle import tie_aware_recall
 from arecall.vector.placement.cells import Cells, coarse_cells, probe_width
 from arecall.vector.placement.costs import ladder
 from arecall.vector.placement.planner import AutoPlanner
@@ -35,9 +36,9 @@ _faiss: Any = faiss  # hnsw_stats is missing from faiss's bundled stubs
 
 
 def synthetic_queries(
-    vectors: npt.NDArray[np.float32], n: int, seed: int = 0
+    vectors: npt.NDArray[np.float32], n: int, seed: int = 0, fit_docs: int = DEFAULTS.synthetic_fit
 ) -> npt.NDArray[np.float32]:
-    """Queries drawn from a Gaussian fitted to (a sample of) the documents.
+    """Queries drawn from a Gaussian fitted to (a sample of ``fit_docs``) the documents.
 
     The fallback when no held-out queries exist. Documents themselves make flattering queries:
     each is a graph node whose links were chosen as its neighbours, so HNSW finds their
@@ -55,7 +56,7 @@ def synthetic_queries(
     """
     rng = np.random.default_rng(seed)
     n_docs = vectors.shape[0]
-    rows = rng.choice(n_docs, size=min(n_docs, 10_000), replace=False)
+    rows = rng.choice(n_docs, size=min(n_docs, fit_docs), replace=False)
     sample = vectors[np.sort(rows)].astype(np.float64)
     mean = sample.mean(axis=0)
     _, sv, vt = np.linalg.svd(sample - mean, full_matrices=False)
@@ -71,38 +72,6 @@ def synthetic_queries(
 def _sd(values: npt.NDArray[np.float64]) -> float:
     """The sample standard deviation (0 for fewer than two values)."""
     return float(np.std(values, ddof=1)) if values.size > 1 else 0.0
-
-
-def tie_aware_recall(
-    hits: Hits, truth: Hits, vectors: npt.NDArray[np.float32], q: npt.NDArray[np.float32]
-) -> npt.NDArray[np.float64]:
-    """Each query's recall@k of ``hits`` against the exact ``truth``, counting by score: a
-    returned document is a hit when it scores at least the truth's k-th — so an exact duplicate
-    of a true neighbour counts as one (both scored by the same kernel, so a tie is bit-exact).
-
-    By ids, a plain search on a corpus of 50-60% exact duplicates plateaued at recall 0.76
-    while every answer was as good as the truth's (0.975 by score at efSearch 128): the
-    calibration never reached its goal, and ``auto`` never walked. Without ties both counts
-    agree.
-
-    Examples
-    --------
-    >>> v = np.array([[1, 0], [1, 0], [0.6, 0.8], [0, 1]], np.float32)  # 0 and 1 are copies
-    >>> q = np.array([[1, 0]], np.float32)
-    >>> truth = Hits(np.array([[0, 2]]), np.array([[1.0, 0.6]], np.float32))
-    >>> got = Hits(np.array([[1, 2]]), np.array([[1.0, 0.6]], np.float32))
-    >>> tie_aware_recall(got, truth, v, q).tolist()
-    [1.0]
-    """
-    t_ids = truth.ids
-    n_true = np.count_nonzero(t_ids >= 0, axis=1)
-    last = t_ids[np.arange(t_ids.shape[0]), np.maximum(n_true - 1, 0)]
-    kth = np.einsum("ij,ij->i", q, vectors[np.maximum(last, 0)])
-    ids = hits.ids
-    got = np.einsum("ij,ikj->ik", q, vectors[np.maximum(ids, 0)])
-    hit = (ids >= 0) & (got >= kth[:, None])
-    counted = np.minimum(np.count_nonzero(hit, axis=1), n_true)
-    return np.where(n_true > 0, counted / np.maximum(n_true, 1), 1.0).astype(np.float64)
 
 
 Observed = tuple[float, int, npt.NDArray[np.float64], Hits]
@@ -329,20 +298,16 @@ def calibrate_auto(
     base = _uncalibrated(index.n_docs, k, *args)
     if index.kind == "exact":
         return base
-    if queries is None:
-        q = synthetic_queries(index.vectors, n_sample, seed)
-    else:
-        q = index.check_queries(queries)
+    q = (
+        synthetic_queries(index.vectors, n_sample, seed, settings.synthetic_fit)
+        if queries is None
+        else index.check_queries(queries)
+    )
     truth = index.exact(q, k)
     wanted = min(1.0, target_recall + margin)
     plain = _unfiltered_ladder(index, q, truth, wanted, graph_cost, settings)
-    measured = replace(
-        base,
-        ef_base=plain.ef_base,
-        ndis=tuple(plain.ndis),
-        recall=tuple(plain.recall),
-        n_calibration=int(q.shape[0]),
-    )
+    measured = replace(base, ef_base=plain.ef_base, ndis=tuple(plain.ndis))
+    measured = replace(measured, recall=tuple(plain.recall), n_calibration=int(q.shape[0]))
     if plain.ef_base is None:
         # The probe and the filtered grid are worth measuring only where pushdown can pay.
         return replace(measured, spread=tuple(plain.spread))

@@ -38,7 +38,7 @@ class Cells:
     centroids: npt.NDArray[np.float32]
     assignment: npt.NDArray[np.int64]
     sizes: npt.NDArray[np.int64]
-    probe: int = 4
+    probe: int = DEFAULTS.probe_max
     sample: npt.NDArray[np.int64] | None = field(default=None, repr=False)
     """Sorted ids of the documents :meth:`looks_independent` counts (``None``: all of them)."""
     settings: PlannerSettings = field(default=DEFAULTS, repr=False, compare=False)

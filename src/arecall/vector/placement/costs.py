@@ -22,6 +22,7 @@ from scipy import special
 from arecall.core.errors import ArecallError
 from arecall.vector.placement.evidence import Plan
 from arecall.vector.placement.memo import Remembering
+from arecall.vector.placement.settings import DEFAULTS
 
 if TYPE_CHECKING:
     from arecall.vector.placement.cells import Cells
@@ -30,7 +31,9 @@ if TYPE_CHECKING:
 __all__ = ["CostModel", "first_ef", "first_walks", "graph_pays_near", "ladder"]
 
 
-def ladder(k: int, n: int, start: int = 16, steps: int = 4) -> list[int]:
+def ladder(
+    k: int, n: int, start: int = DEFAULTS.ladder_start, steps: int = DEFAULTS.ladder_steps
+) -> list[int]:
     """k, then ``start``·2^(j/``steps``) (16, 20, 23, 27, 32, 39, 46, 54, 64, …) up to n: the
     calibration's efSearch values (``settings.ladder_start``, ``ladder_steps``).
 
@@ -84,7 +87,7 @@ class CostModel(Remembering):
         for reading them — below 1. Cached per efSearch and share.
 
         The list's answer is the pushdown's (:func:`_read_lists`), so this decides the cost,
-        never the result; and it certifies by rank too (:func:`_certified`).
+        never the result; and it certifies by rank too (`arecall.vector.placement.general`).
 
         Examples
         --------
@@ -402,7 +405,7 @@ def first_ef(
     the binomial tail by its normal approximation). A fixed floor of (k + 2√k)/ℓ did the same
     job with more distances: at ℓ = 0.49 it moved 55% of the queries of a uniform 50% filter
     from efSearch 33 to 39. For a filter ``independent`` of the cells a short list is answered
-    by pushdown at the same efSearch (:func:`_certified`), so the second walk costs ``D(e)``.
+    by pushdown at the same efSearch (`arecall.vector.placement.general`), so the second walk costs ``D(e)``.
     With ``direct``, most queries go straight to pushdown, which has no short lists to pay
     for: the first efSearch is then just the one the calibration needs for a batch of
     ``n_queries`` (:meth:`AutoPlanner.ef_direct`).

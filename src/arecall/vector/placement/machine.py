@@ -27,7 +27,7 @@ from arecall.vector.placement import certification
 from arecall.vector.placement.batch import Batch
 from arecall.vector.placement.plan import certified
 from arecall.vector.placement.planner import AutoPlanner
-from arecall.vector.placement.settings import DEFAULTS
+from arecall.vector.placement.settings import DEFAULTS, PlannerSettings
 
 __all__ = ["measure_graph_cost", "measure_graph_costs"]
 
@@ -104,7 +104,7 @@ def measure_graph_costs(
     timed = (e for e in settings.cost_efs if planner.k <= e <= top)
     efs = sorted({planner.ef_base, *looks, *timed})
     costs = _graph_costs(index, q, planner.k, efs, repeats, min_time)
-    slopes = _scan_slopes(index, q, planner.k, settings.slope_shares, repeats, min_time)
+    slopes = _scan_slopes(index, q, planner.k, settings, repeats, min_time)
     listed = [ef for ef in efs if ef <= settings.list_ef_max]
     lists = _list_costs(index, q, planner.k, listed, repeats, min_time)
     measured = replace(
@@ -260,26 +260,29 @@ def _plan_seconds(
     index: VectorIndex, q: npt.NDArray[np.float32], planner: AutoPlanner, min_time: float
 ) -> tuple[float, float]:
     """(Seconds of a probing plan's call beside its searches and scans, seconds of a full
-    scan of ``q``), fastest of at least five calls each, alternated, and ``min_time`` seconds.
+    scan of ``q``), fastest of at least ``settings.overhead_calls`` calls each, alternated, and
+    ``min_time`` seconds.
 
     The plan is ``certified``'s under a filter of every other cell (it follows the data
-    whatever the corpus), with walks priced at a hundredth of their cost so that it probes
+    whatever the corpus), with walks priced at a ``settings.eager_discount``-th of their cost
+    (a hundredth) so that it probes
     every query and walks where the cells are authorized; its searches and scans are timed
     apart by :class:`_TimedIndex`. Needs ``planner.cells``."""
     assert planner.cells is not None
+    settings = planner.settings
     mask = planner.cells.assignment % 2 == 0
     n_allowed = int(np.count_nonzero(mask))
     eager = replace(
         planner,
-        graph_cost=planner.graph_cost / 100.0,
-        graph_costs=tuple((ef, c / 100.0) for ef, c in planner.graph_costs),
+        graph_cost=planner.graph_cost / settings.eager_discount,
+        graph_costs=tuple((ef, c / settings.eager_discount) for ef, c in planner.graph_costs),
         plan_overhead=0.0,
         query_overhead=0.0,
     )
     timed = _TimedIndex(index)
     own, scan = math.inf, math.inf
     spent, calls = 0.0, 0
-    while calls < 5 or spent < min_time:
+    while calls < settings.overhead_calls or spent < min_time:
         timed.seconds = 0.0
         start = time.perf_counter()
         certified(Batch(timed, q, planner.k, mask, n_allowed, None, eager))
@@ -297,20 +300,22 @@ def _scan_slopes(
     index: VectorIndex,
     q: npt.NDArray[np.float32],
     k: int,
-    shares: Sequence[float],
+    settings: PlannerSettings,
     repeats: int,
     min_time: float,
 ) -> dict[float, float]:
     """Per share, what the batch's second half adds to a scan of its first half, as a share
-    of the whole batch's mean per-query cost (:attr:`AutoPlanner.scan_slopes`), clipped to
-    [1/4, 1]; empty for a batch of fewer than 4 queries. Uniform masks from a fixed seed: the
-    slope depends on how many vectors the scan streams, not on which."""
+    of the whole batch's mean per-query cost (:attr:`AutoPlanner.scan_slopes`), at each of
+    ``settings.slope_shares``, clipped to [``settings.slope_floor``, 1]; empty for a batch of
+    fewer than 4 queries. Uniform masks from a fixed seed: the slope depends on how many
+    vectors the scan streams, not on which."""
     n_q = q.shape[0]
     if n_q < 4:
         return {}
     half = n_q // 2
     draws = np.random.default_rng(43).random(index.n_docs)
     fns: dict[str, Any] = {}
+    shares = settings.slope_shares
     for share in shares:
         mask = draws < share
         fns[f"all {share}"] = partial(index.exact, q, k, mask)
@@ -321,7 +326,7 @@ def _scan_slopes(
     for share in shares:
         whole, part = best[f"all {share}"], best[f"half {share}"]
         slope = (whole - part) / ((n_q - half) * whole / n_q)
-        slopes[float(share)] = float(np.clip(slope, 0.25, 1.0))
+        slopes[float(share)] = float(np.clip(slope, settings.slope_floor, 1.0))
     return slopes
 
 

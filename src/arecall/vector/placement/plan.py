@@ -68,7 +68,8 @@ def auto(
         )
     q = index.check_queries(queries)
     few = max(planner.scan_below, k)
-    n_allowed, ids = count_allowed(mask, few, planner.settings.count_stride)
+    settings = planner.settings
+    n_allowed, ids = count_allowed(mask, few, settings.count_stride, settings.count_looks)
     scanned_cheaper = planner.scan_share(n_allowed, q.shape[0]) <= planner.scan_below
     if scanned_cheaper or n_allowed <= k or index.kind == "exact":
         # Even an unfiltered-quality graph search costs more than a scan (or the graph never
