@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ __all__ = [
     "logged_runs",
     "pipeline_metrics",
     "pipeline_run",
+    "publish_artifacts",
     "reports_digest",
     "staged_artifacts",
 ]
@@ -219,13 +221,15 @@ def staged_artifacts(
     documents: Mapping[str, Any],
     reports: Mapping[str, Path],
 ) -> None:
-    """Write every artifact into one staging directory and log it with one call.
+    """Write every artifact into one staging directory, then publish it whole or not at all.
 
-    MLflow's ``log_table`` / ``log_dict`` / ``log_artifact`` are a store round trip each (a
-    ``log_table`` three: it reads the run back to extend a tag), about two seconds for a
-    pipeline run; the files are the same: tables as pandas' ``orient="split"`` JSON (what
-    ``log_table`` writes and ``load_table`` reads), documents as indented JSON, ``tables.md``
-    under ``tables/`` and the report files under ``reports/``.
+    MLflow's ``log_table`` / ``log_dict`` are a store round trip each (a ``log_table`` three:
+    it reads the run back to extend a tag); the files are the same: tables as pandas'
+    ``orient="split"`` JSON (what ``log_table`` writes and ``load_table`` reads), documents as
+    indented JSON, ``tables.md`` under ``tables/`` and the report files under ``reports/``.
+    They go to the run's artifact repository file by file (`publish_artifacts`), not with
+    ``log_artifacts``, whose copy into a local store leaves a truncated file when the disk
+    fills.
     """
     import shutil
     import tempfile
@@ -245,7 +249,31 @@ def staged_artifacts(
         for path in reports.values():
             if Path(path).is_file():
                 shutil.copyfile(path, root / "reports" / Path(path).name)
-        client.log_artifacts(run_id, str(root))
+        publish_artifacts(client, run_id, root)
+
+
+def publish_artifacts(client: Any, run_id: str, root: Path) -> None:
+    """Log every file under ``root`` as the run's artifacts: all of them whole, or none.
+
+    Each file goes through the artifact repository's ``log_artifact``, which MLflow writes to
+    a temporary file and renames into place in a local store, so no reader ever sees a
+    truncated file. If any fails (a full disk, a lost server), the artifacts this call
+    published are deleted again and the error is raised: the run then ends FAILED and says
+    where the results are, and ``arecall log`` publishes them later, whole.
+    """
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+    repo = get_artifact_repository(client.get_run(run_id).info.artifact_uri)
+    tops = sorted(p.name for p in root.iterdir())
+    try:
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            where = path.parent.relative_to(root).as_posix()
+            repo.log_artifact(str(path), None if where == "." else where)
+    except BaseException:
+        for top in tops:  # best effort: the error that stopped the upload is the one to tell
+            with suppress(Exception):
+                repo.delete_artifacts(top)
+        raise
 
 
 def log_run(

@@ -22,7 +22,13 @@ from typing import Any
 
 from arecall.tracking.ends import RunBlock, error_text, finished, held_signals
 from arecall.tracking.orphans import owner_tags
-from arecall.tracking.store import TrackingError, is_server, open_store, probe
+from arecall.tracking.store import (
+    TrackingError,
+    create_experiment,
+    is_server,
+    open_store,
+    probe,
+)
 
 __all__ = [
     "UPLOAD_STEPS",
@@ -147,7 +153,7 @@ class TrackedRun(RunBlock):
         """
         try:
             with open_store(self.uri) as client:
-                experiment = _experiment_id(client, self.experiment)
+                experiment = _experiment_id(client, self.experiment, self.uri)
                 with held_signals():  # a run created is a run whose id its owner knows
                     run = client.create_run(experiment, run_name=self.run_name, tags=self.tags)
                     self.run_id = str(run.info.run_id)
@@ -317,12 +323,12 @@ class TrackedRun(RunBlock):
             pass
 
 
-def _experiment_id(client: Any, name: str) -> str:
+def _experiment_id(client: Any, name: str, uri: str) -> str:
     experiment = client.get_experiment_by_name(name)
     if experiment is not None:
         return str(experiment.experiment_id)
     try:
-        return str(client.create_experiment(name))
+        return create_experiment(client, uri, name)
     except Exception:  # created meanwhile by another client of a server
         experiment = client.get_experiment_by_name(name)
         if experiment is None:
