@@ -405,10 +405,10 @@ def first_ef(
     the binomial tail by its normal approximation). A fixed floor of (k + 2√k)/ℓ did the same
     job with more distances: at ℓ = 0.49 it moved 55% of the queries of a uniform 50% filter
     from efSearch 33 to 39. For a filter ``independent`` of the cells a short list is answered
-    by pushdown at the same efSearch (`arecall.vector.placement.general`), so the second walk costs ``D(e)``.
-    With ``direct``, most queries go straight to pushdown, which has no short lists to pay
-    for: the first efSearch is then just the one the calibration needs for a batch of
-    ``n_queries`` (:meth:`AutoPlanner.ef_direct`).
+    by pushdown at the same efSearch (`arecall.vector.placement.general`), so the second walk
+    costs ``D(e)``. With ``direct``, most queries go straight to pushdown, which has no short
+    lists to pay for: the first efSearch is then just the one the calibration needs for a
+    batch of ``n_queries`` (:meth:`AutoPlanner.ef_direct`).
     """
     ell, back = np.unique(np.clip(local, 1e-12, 1.0), return_inverse=True)
     if direct:

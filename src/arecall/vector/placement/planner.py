@@ -76,11 +76,11 @@ class AutoPlanner(RecallCurves, CostModel):
     list_costs: tuple[tuple[int, float], ...] = field(default=())
     """Measured (efSearch, ratio), ascending (:func:`measure_graph_costs`): a batch's top-
     efSearch lists read in one unfiltered call, timed against a sample's lists and a pushdown
-    of the rest at the same efSearch (`arecall.vector.placement.direct`) under a uniform half. The walks score
-    the same nodes; the lists skip the selector's check at each and a second faiss call, and
-    pay for a result heap efSearch deep — one list walk alone took 0.90x a pushdown at a
-    million vectors and efSearch 32, 1.00x at 96, 1.03x at 384; 0.96x at 100,000 and 32
-    (:meth:`lists_pay`). Empty: unknown, and only a sample reads its list."""
+    of the rest at the same efSearch (`arecall.vector.placement.direct`) under a uniform half.
+    The walks score the same nodes; the lists skip the selector's check at each and a second
+    faiss call, and pay for a result heap efSearch deep — one list walk alone took 0.90x a
+    pushdown at a million vectors and efSearch 32, 1.00x at 96, 1.03x at 384; 0.96x at 100,000
+    and 32 (:meth:`lists_pay`). Empty: unknown, and only a sample reads its list."""
     plan_overhead: float = 0.0
     """Measured scan distances a plan for a filter that follows the data spends per call on its
     own bookkeeping — counting each cell's authorized documents, pricing, certifying, merging —
