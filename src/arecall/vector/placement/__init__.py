@@ -25,7 +25,6 @@ own steps (``docs/concepts/planner.md`` walks through one batch):
 
 from __future__ import annotations
 
-from arecall.vector.config import PLACEMENTS
 from arecall.vector.placement.calibration import calibrate_auto, synthetic_queries
 from arecall.vector.placement.cells import Cells, coarse_cells
 from arecall.vector.placement.evidence import Plan
@@ -39,7 +38,6 @@ __all__ = [
     "DEFAULTS",
     "DEFAULT_CALIBRATION_QUERIES",
     "DEFAULT_GRAPH_COST",
-    "PLACEMENTS",
     "AutoPlanner",
     "Cells",
     "Plan",

@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_mask
-from arecall.vector.config import PLACEMENTS
+from arecall.vector.config import SEARCH_PLACEMENTS
 from arecall.vector.index import Hits, VectorIndex
 from arecall.vector.placement import certification, direct
 from arecall.vector.placement.batch import Batch, count_allowed
@@ -247,7 +247,9 @@ def answer(
         hits, plan = auto(index, queries, k, allowed, planner)
         return hits, str(plan)
     if placement not in ("post", "pushdown"):
-        raise ArecallError(f"placement={placement!r}: must be one of {', '.join(PLACEMENTS)}")
+        raise ArecallError(
+            f"placement={placement!r}: must be one of {', '.join(SEARCH_PLACEMENTS)}"
+        )
     search = post if placement == "post" else pushdown
     ef = index.ef_search if ef_search is None else ef_search
     label = "scan" if index.kind == "exact" else f"ef={ef}"
@@ -288,8 +290,8 @@ def check_placements(placements: Sequence[str]) -> tuple[str, ...]:
     """
     out = tuple(placements)
     for p in out:
-        if p not in PLACEMENTS:
-            raise ArecallError(f"placements: {p!r} is not one of {', '.join(PLACEMENTS)}")
+        if p not in SEARCH_PLACEMENTS:
+            raise ArecallError(f"placements: {p!r} is not one of {', '.join(SEARCH_PLACEMENTS)}")
     if not out:
-        raise ArecallError("placements=[]: name at least one of " + ", ".join(PLACEMENTS))
+        raise ArecallError("placements=[]: name at least one of " + ", ".join(SEARCH_PLACEMENTS))
     return out
