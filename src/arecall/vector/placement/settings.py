@@ -57,7 +57,7 @@ class PlannerSettings:
     share_steps: int = 2
     """Uniform-filter shares calibrated per halving (2^(-j/2)): finer doubles calibration
     time; sqrt(2) apart, interpolating in log share is close
-    (``tests/test_vector_placement.py -k interpolates``). ``BENCH --set share_steps=4``."""
+    (``tests/vector/test_vector_placement.py -k interpolates``). ``BENCH --set share_steps=4``."""
     share_min_docs: int = 4
     """Smallest calibrated share holds this many times k documents: calibration time against
     shares so small a scan answers them in well under a millisecond (chosen, not measured).
@@ -76,7 +76,7 @@ class PlannerSettings:
     """False-alarm rate of the shift tests (the batch's tail and deep counts against
     beta-binomials, half each): an alarm costs a scan of the answers it leaves uncertified,
     a miss is silent. Held to its level on 20,000 simulated batches drawn like the
-    calibration (``tests/test_vector_shifted.py -k rings_no_more_often``).
+    calibration (``tests/vector/test_vector_shifted.py -k rings_no_more_often``).
     ``BENCH --corpora adversarial,shifted --set shift_level=0.02``."""
     synthetic_fit: int = 10_000
     """Documents the synthetic calibration queries' Gaussian is fitted to, where no held-out
