@@ -11,7 +11,6 @@ prove stage checks this on random inputs and on every run's own lists.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from arecall.core.errors import ArecallError
-from arecall.core.measures import Authorized
+from arecall.core.filters import post_filter, pre_filter
 from arecall.core.ragged import positions_in_runs
 
 if TYPE_CHECKING:  # scipy and the ranking load when lists are placed: ``arecall evaluate``
@@ -58,32 +57,6 @@ class Placement(StrEnum):
 COMPARED: tuple[str, ...] = (Placement.POST.value, Placement.PRE.value)
 #: Every placement ``arecall evaluate`` accepts.
 PLACEMENTS: tuple[str, ...] = tuple(p.value for p in Placement)
-
-
-def post_filter(ranking: Sequence[str], authorized: Authorized, k: int) -> list[str]:
-    """Truncate to K, then drop unauthorized items.
-
-    Examples
-    --------
-    >>> post_filter(["x", "a", "b"], {"a", "b"}.__contains__, 2)
-    ['a']
-    """
-    if k <= 0:
-        raise ValueError(f"k must be a positive integer, got {k}")
-    return [d for d in ranking[:k] if authorized(d)]
-
-
-def pre_filter(ranking: Sequence[str], authorized: Authorized, k: int) -> list[str]:
-    """Drop unauthorized items, then truncate to K.
-
-    Examples
-    --------
-    >>> pre_filter(["x", "a", "b"], {"a", "b"}.__contains__, 2)
-    ['a', 'b']
-    """
-    if k <= 0:
-        raise ValueError(f"k must be a positive integer, got {k}")
-    return [d for d in ranking if authorized(d)][:k]
 
 
 # -- all query-principal pairs at once ---------------------------------------------------------

@@ -81,6 +81,7 @@ def _experiment_options(config: IndexConfig) -> dict[str, Any]:
         "ef_search": config.ef_search,
         "placements": tuple(config.placements),
         "target_recall": config.target_recall,
+        "confidence": config.confidence,
         "store": config.store,
     }
 
@@ -112,7 +113,11 @@ def run_text_index(
             # calibrated on synthetic queries drawn like the documents, never on the scored ones
             # (documents themselves as queries would flatter the graph)
             store.calibrate(
-                k, None, target_recall=config.target_recall, graph_cost=DEFAULT_GRAPH_COST
+                k,
+                None,
+                target_recall=config.target_recall,
+                graph_cost=DEFAULT_GRAPH_COST,
+                confidence=config.confidence,
             )
         unfiltered = oracle_index.exact(queries, k)
         for i, (name, allowed) in enumerate(zip(principals, acl, strict=True)):
