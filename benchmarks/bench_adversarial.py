@@ -1,16 +1,25 @@
 """Filters that follow the data: auto vs the exact scan, the best fixed pushdown and partitions.
 
-Usage (the README figures came from the first two lines):
+Usage (the docs' figures, docs/benchmarks/adversarial-filters.md, came from the first lines):
 
     python benchmarks/bench_adversarial.py --n 100000 --min-time 1 --output /tmp/bench_adv.md
     python benchmarks/bench_adversarial.py --n 1000000 --queries 100 --min-calls 6 \
         --min-time 0.2 --index-cache /tmp/arecall-graphs   # graphs: 2-8 min each to build
+    python benchmarks/bench_adversarial.py --n 100000 --corpora shifted   # issue 35's shapes
     python benchmarks/bench_adversarial.py --n 20000 --corpora clustered-anti   # a quick look
 
-Corpora: ``arecall.vector.adversarial`` (clustered with anti-correlated and correlated queries,
-low-rank with a half-space filter and opposite-tail queries, low-rank uniform, verity's). Per
-corpus one HNSW graph (M=16, built with ``--threads``), ``auto`` calibrated on
-``--calibration-queries`` held-out queries of the documents' distribution; per selectivity:
+Corpora (``--corpora``, names or groups): ``adversarial``, the 35 cells' five
+(``arecall.vector.adversarial``: clustered with anti-correlated and correlated queries,
+low-rank with a half-space filter and opposite-tail queries, low-rank uniform, verity's); and
+``shifted``, queries drawn unlike the documents (``arecall.vector.shifted``: around an
+unrelated mean, around the documents' mean flipped, shifted along a noise direction the
+filter follows, from one tight cluster). ``--duplicates S`` replaces a share S of each
+corpus's documents by exact copies of the others. Per corpus one HNSW graph (M=16, built with
+``--threads``), ``auto`` calibrated on ``--calibration-queries`` held-out queries drawn like the
+documents (as the pipeline does; ``--calibrate-on workload``: like the scored ones), at
+``--confidence``, with ``--set NAME=VALUE`` changing one of its settings
+(``arecall.vector.placement.settings``). Recall is counted by score ties
+(``tie_aware_recall``: a copy of a true neighbour is a hit). Per selectivity:
 
 * ``auto`` — recall@k, returned/k, QPS, and the plan with its evidence;
 * ``scan`` — the exact scan of the authorized subset (the oracle), QPS;
@@ -25,13 +34,18 @@ corpus one HNSW graph (M=16, built with ``--threads``), ``auto`` calibrated on
   cheapest efSearch that happens to clear 0.95 on them can miss on the next 1,000: 0.944);
 * ``steady pushdown`` — the same on the scored queries and on *every* workload batch of
   ``--queries``: a fixed efSearch held batch by batch to the promise, as ``auto`` is (below);
+  the comparator the promise names (cost ≤ 1.1x the cheaper of it and the scan);
 * each of the three is found to the unit (``_cheapest_ef``: up the ladder k, 16, 32, … to the
   first rung that qualifies, then bisected), not on the ladder itself, where a planner at
   efSearch 38 scored the same as one at 32;
 * ``partitions`` — one HNSW graph per cluster (clustered corpora), recall and QPS, and its
   memory next to the global graph's;
-* ``auto/best`` — auto's time over the cheaper of the scan and the best pushdown (target
-  ≤ 1.1); ``auto/hindsight`` and ``auto/steady`` likewise against the other two;
+* ``auto/best`` — auto's time over the cheaper of the scan and the best pushdown;
+  ``auto/hindsight`` and ``auto/steady`` likewise against the other two;
+* ``zero-overhead bound / steady`` — where ``auto`` answered every query by one pushdown, a
+  plain pushdown at ``auto``'s own efSearch, timed with the rest, over the same comparator:
+  what ``auto`` would cost with no planning, probing or certifying at all. Above 1.1 it shows
+  the efSearch the promise needs, not ``auto``'s overhead, keeps the cell over;
 * ``workload batches kept`` — the workload split into disjoint batches of ``--queries``,
   each answered by ``auto`` and by the best fixed pushdown (untimed), and how many keep the
   promise (mean recall ≥ target, k of k): the promise is made per batch, and a fixed efSearch
@@ -70,6 +84,7 @@ import math
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import fields, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -80,13 +95,22 @@ import numpy as np
 from arecall.core.errors import ArecallError
 from arecall.io.atomic import write_text, write_with
 from arecall.vector._timing import clock, interleaved
-from arecall.vector.adversarial import ADVERSARIAL_CORPORA, adversarial_corpus
+from arecall.vector.adversarial import (
+    ADVERSARIAL_CORPORA,
+    ALL_CORPORA,
+    SHIFTED_CORPORA,
+    adversarial_corpus,
+    with_duplicates,
+)
+from arecall.vector.config import IndexConfig
 from arecall.vector.index import Hits, VectorIndex, build_index, set_threads
-from arecall.vector.oracle import recall_loss
+from arecall.vector.oracle import tie_aware_recall
 from arecall.vector.partitions import PartitionedIndex
 from arecall.vector.placement import (
     DEFAULT_CALIBRATION_QUERIES,
+    DEFAULTS,
     AutoPlanner,
+    PlannerSettings,
     auto,
     calibrate_auto,
     measure_graph_cost,
@@ -120,14 +144,15 @@ def _keep_freed_memory() -> bool:
     return bool(libc.mallopt(_M_MMAP_THRESHOLD, limit) and libc.mallopt(_M_TRIM_THRESHOLD, limit))
 
 
-def _recalls(hits: Hits, oracle: Hits) -> np.ndarray:
-    """Each query's recall@k of ``hits`` against ``oracle`` (the project's one measure)."""
-    pairs = zip(hits.rows(), oracle.rows(), strict=True)
-    return np.array([recall_loss(a, b)[0] for a, b in pairs], dtype=np.float64)
+def _recalls(hits: Hits, oracle: Hits, index: VectorIndex, q: np.ndarray) -> np.ndarray:
+    """Each query's recall@k of ``hits`` against ``oracle``, counted by score ties
+    (`arecall.vector.oracle.tie_aware_recall`: an exact duplicate of a true neighbour is a
+    hit; without ties, the ids' overlap)."""
+    return tie_aware_recall(hits, oracle, index.vectors, q)
 
 
-def _recall(hits: Hits, oracle: Hits) -> float:
-    return float(np.mean(_recalls(hits, oracle)))
+def _recall(hits: Hits, oracle: Hits, index: VectorIndex, q: np.ndarray) -> float:
+    return float(np.mean(_recalls(hits, oracle, index, q)))
 
 
 def _batches_kept(
@@ -230,7 +255,7 @@ class _FixedPushdowns:
         if ef not in self._scored:
             hits, t = clock(self.index.search_filtered, self.q, self.k, self.mask, ef_search=ef)
             full = bool(np.all(hits.returned() == self.want))
-            self._scored[ef] = (_recalls(hits, self.oracle), full, t)
+            self._scored[ef] = (_recalls(hits, self.oracle, self.index, self.q), full, t)
         return self._scored[ef]
 
     def on_workload(self, ef: int) -> tuple[np.ndarray, np.ndarray]:
@@ -240,7 +265,7 @@ class _FixedPushdowns:
         queries, oracle = self.workload
         if ef not in self._on_workload:
             hits = self.index.search_filtered(queries, self.k, self.mask, ef_search=ef)
-            self._on_workload[ef] = (_recalls(hits, oracle), hits.returned())
+            self._on_workload[ef] = (_recalls(hits, oracle, self.index, queries), hits.returned())
         return self._on_workload[ef]
 
     def recall(self, ef: int | None) -> float:
@@ -278,8 +303,16 @@ class _FixedPushdowns:
         return _batches_kept(recalls, returned, self.want, self.size, self.target)
 
     def cheapest(self, keeps: Callable[[int], bool]) -> int | None:
+        """The smallest efSearch that ``keeps`` (:func:`_cheapest_ef`), up to where a pushdown
+        is too slow: at or past the authorized count (it then scores every authorized document
+        through the graph, dearer than the scan — decided by counts, not timings, so a loaded
+        machine cannot make it qualify), or timed slower than three scans."""
+        matching = int(self.mask.sum())
         return _cheapest_ef(
-            keeps, self.k, self.index.n_docs, lambda ef: self.seconds(ef) > 3 * self.t_scan
+            keeps,
+            self.k,
+            self.index.n_docs,
+            lambda ef: ef >= matching or self.seconds(ef) > 3 * self.t_scan,
         )
 
 
@@ -335,18 +368,34 @@ def _auto_batches(
     for i in range(n):
         rows = slice(i * size, (i + 1) * size)
         hits, _ = auto(index, workload[rows], args.k, mask, planner)
-        recalls[rows] = _recalls(hits, Hits(oracle.ids[rows], oracle.scores[rows]))
+        truth = Hits(oracle.ids[rows], oracle.scores[rows])
+        recalls[rows] = _recalls(hits, truth, index, workload[rows])
         returned[rows] = hits.returned()
     return _batches_kept(recalls, returned, want, size, args.target)
 
 
-def run_corpus(
-    name: str, args: argparse.Namespace, log: Any
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    corpus, t_gen = clock(adversarial_corpus, name, args.n, 128, args.queries, args.seed)
-    data = corpus.data
-    index, t_build = clock(_index, data.vectors, args)
-    held_out = data.calibration_queries(max(args.calibration_queries, args.queries))
+def _own_ef(plan: Any) -> int | None:
+    """auto's efSearch where it answered every query by one pushdown (its zero-overhead bound
+    is a plain pushdown there), else ``None``."""
+    if plan.method != "pushdown" or plan.n_fallback or plan.ef_min != plan.ef_search:
+        return None
+    return int(plan.ef_search)
+
+
+def _calibrated(
+    corpus: Any, index: VectorIndex, args: argparse.Namespace
+) -> tuple[AutoPlanner, dict[str, Any]]:
+    """``auto``'s planner for ``index``, calibrated on held-out queries drawn like the
+    documents (``--calibrate-on documents``, as the pipeline does) or like the scored ones
+    (``workload``), with ``--set``'s settings and the graph costs timed on this machine; and
+    the corpus's info-table entries."""
+    wanted = max(args.calibration_queries, args.queries)
+    if args.calibrate_on == "workload":
+        # Held-out queries of the scored kind (the operator's own traffic), drawn after the
+        # workload the yardsticks use, so none of them is one of those.
+        held_out = corpus.workload_queries(args.workload_queries + wanted)[-wanted:]
+    else:
+        held_out = corpus.data.calibration_queries(wanted)
     cal = held_out[: args.queries]  # the graph costs are timed on batches like the scored one
     graph_cost = (
         measure_graph_cost(index, cal, args.k) if args.graph_cost is None else args.graph_cost
@@ -358,6 +407,8 @@ def run_corpus(
         args.k,
         queries=held_out[: args.calibration_queries],
         graph_cost=graph_cost,
+        confidence=args.confidence,
+        settings=args.settings,
     )
     if args.graph_cost is None:
         # A graph distance costs more at a large efSearch (bigger heaps, a walk that strays from
@@ -367,134 +418,223 @@ def run_corpus(
         planner = measure_graph_costs(index, cal, planner)
         if planner.graph_costs:
             graph_cost = max(c for _, c in planner.graph_costs)
-    graph_bytes = int(faiss.serialize_index(index.faiss_index).nbytes)
     info: dict[str, Any] = {
-        "corpus": name,
-        "generate_s": t_gen,
-        "build_s": t_build,
+        "corpus": corpus.name,
         "calibrate_s": t_cal,
         "ef_base": planner.ef_base,
         "graph_cost": graph_cost,
-        "graph_mb": graph_bytes / 2**20,
+        "graph_mb": int(faiss.serialize_index(index.faiss_index).nbytes) / 2**20,
         # What walking a query saves a batch scan at 1/8, 1/4, 1/2 of the documents.
         "scan_slopes": planner.scan_slopes,
         # Scan distances a plan for a filter that follows the data spends on its bookkeeping.
         "plan_overhead": planner.plan_overhead,
     }
+    return planner, info
+
+
+def _yardsticks(
+    fixed: _FixedPushdowns, workload: np.ndarray | None, auto_batches: Callable[[], Any]
+) -> tuple[dict[str, int | None], dict[str, tuple[int, int]]]:
+    """The three fixed pushdowns' efSearch values ("push": best, "hindsight", "steady"; ``None``
+    where none qualifies) and the workload batches kept by ``auto`` and by the best one."""
+    hind_ef = fixed.cheapest(fixed.reaches)
+    ef = steady_ef = hind_ef
+    kept: dict[str, tuple[int, int]] = {}
+    if workload is not None and hind_ef is not None:
+        fixed.workload = (workload, fixed.index.exact(workload, fixed.k, fixed.mask))
+        ef = fixed.cheapest(fixed.reaches_on_average)
+        steady_ef = fixed.cheapest(fixed.keeps_every_batch)
+        kept["auto"] = auto_batches(*fixed.workload)
+        if ef is not None:
+            kept["push"] = fixed.batches_kept(ef)
+    return {"push": ef, "hindsight": hind_ef, "steady": steady_ef}, kept
+
+
+def _contenders(
+    cell: _Cell, chosen: dict[str, int | None], fixed: _FixedPushdowns, t_auto: float
+) -> tuple[dict[str, Callable[[], Any]], dict[str, float], dict[int, str]]:
+    """Every timed contender of a cell (``fns``), one first call's seconds each (``first``), and
+    which contender times each distinct efSearch the yardsticks chose (``by_ef``)."""
+    index, q, k, mask, planner = cell.index, cell.q, cell.k, cell.mask, cell.planner
+    by_ef = {e: name for name, e in reversed(chosen.items()) if e is not None}
+    fns: dict[str, Callable[[], Any]] = {
+        "auto": partial(auto, index, q, k, mask, planner),
+        "scan": partial(index.exact, q, k, mask),
+        # The same scan again: an A/A control, the cell's timing noise.
+        "scan_again": partial(index.exact, q, k, mask),
+    }
+    first = {"auto": t_auto, "scan": fixed.t_scan, "scan_again": fixed.t_scan}
+    for e, contender in by_ef.items():
+        fns[contender] = partial(index.search_filtered, q, k, mask, ef_search=e)
+        first[contender] = fixed.seconds(e)
+    own_ef = _own_ef(cell.plan)
+    if own_ef is not None:
+        # The zero-overhead bound: a plain pushdown at auto's own efSearch, what auto would
+        # take with no planning, probing, certifying or fallback at all.
+        fns["own"] = partial(index.search_filtered, q, k, mask, ef_search=own_ef)
+        first["own"] = clock(fns["own"])[1]
+    cells, plan = planner.cells, cell.plan
+    if (
+        cells is not None
+        and plan.local_selectivity is not None
+        and int(mask.sum()) < index.n_docs
+        and not cells.looks_independent(mask)
+    ):
+        # The probe's own time, where auto ran it (not on its scan-only or no-filter paths,
+        # nor for a filter independent of the cells), on as many queries as it probed.
+        probed = q[: plan.n_probed] if plan.n_probed is not None else q
+        fns["probe"] = partial(cells.local_selectivity, probed, mask)
+        first["probe"] = clock(cells.local_selectivity, probed, mask)[1]
+    if cell.part is not None:
+        fns["part"] = partial(cell.part.search, q, k, mask)
+        first["part"] = clock(fns["part"])[1]
+    return fns, first, by_ef
+
+
+class _Cell:
+    """One (corpus, selectivity) cell: what its contenders search with."""
+
+    def __init__(
+        self,
+        index: VectorIndex,
+        q: np.ndarray,
+        mask: np.ndarray,
+        planner: AutoPlanner,
+        part: PartitionedIndex | None,
+        args: argparse.Namespace,
+    ) -> None:
+        self.index, self.q, self.mask, self.planner, self.part = index, q, mask, planner, part
+        self.k = args.k
+        self.plan: Any = None
+
+
+def _cell_row(
+    name: str,
+    s: float,
+    cell: _Cell,
+    workload: np.ndarray | None,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """One cell measured: auto, the scan, the three fixed pushdowns, auto's zero-overhead bound
+    and partitions, timed interleaved; the row the tables print."""
+    index, q, k, mask = cell.index, cell.q, cell.k, cell.mask
+    oracle, t_scan = clock(index.exact, q, k, mask)
+    (hits, cell.plan), t_auto = clock(auto, index, q, k, mask, cell.planner)
+    fixed = _FixedPushdowns(index, q, oracle, mask, t_scan, args)
+    batches = partial(_auto_batches, index, mask=mask, planner=cell.planner, args=args)
+    chosen, kept = _yardsticks(fixed, workload, batches)
+    fns, first, by_ef = _contenders(cell, chosen, fixed, t_auto)
+    timer = time.process_time if args.clock == "cpu" else time.perf_counter
+    times = interleaved(fns, first, args.min_time, args.min_calls, timer)
+    t_auto, t_scan = times["auto"], times["scan"]
+    t_fixed = {c: times[by_ef[e]] if e is not None else math.inf for c, e in chosen.items()}
+    n_q = q.shape[0]
+    row: dict[str, Any] = {
+        "corpus": name,
+        "selectivity": s,
+        "matching": int(mask.sum()),
+        "auto_recall": _recall(hits, oracle, index, q),
+        "auto_returned": float(hits.returned().mean()),
+        "auto_qps": n_q / t_auto,
+        "scan_qps": n_q / t_scan,
+        "plan": str(cell.plan),
+        "kept": kept,
+        "own_ef": _own_ef(cell.plan),
+        "bound_over_steady": (
+            times["own"] / min(t_scan, t_fixed["steady"]) if "own" in times else float("nan")
+        ),
+        "probe_share": times["probe"] / t_auto if "probe" in times else 0.0,
+        "aa": times["scan_again"] / t_scan,
+    }
+    for key, contender in (("push", "push"), ("hind", "hindsight"), ("steady", "steady")):
+        e = chosen[contender]
+        row[f"{key}_ef"], row[f"{key}_recall"] = e, fixed.recall(e)
+        row[f"{key}_select_recall"] = fixed.workload_recall(e)
+        row[f"{key}_qps"] = n_q / t_fixed[contender]
+    for key, contender in (("best", "push"), ("hindsight", "hindsight"), ("steady", "steady")):
+        row[f"auto_over_{key}"] = t_auto / min(t_scan, t_fixed[contender])
+    if cell.part is not None:
+        p_hits = cell.part.search(q, k, mask)
+        row["part_recall"] = _recall(p_hits, oracle, index, q)
+        row["part_returned"] = float(p_hits.returned().mean())
+        row["part_qps"] = n_q / times["part"]
+    return row
+
+
+def _log_row(row: dict[str, Any], log: Any) -> None:
+    log(
+        f"{row['corpus']} {row['selectivity']:g}: auto {row['auto_recall']:.3f} "
+        f"{row['auto_returned']:.1f}/k {row['auto_qps']:,.0f} q/s, scan {row['scan_qps']:,.0f}, "
+        f"push ef={row['push_ef']} {row['push_qps']:,.0f}, hindsight ef={row['hind_ef']} "
+        f"{row['hind_qps']:,.0f}, steady ef={row['steady_ef']} {row['steady_qps']:,.0f}; "
+        f"auto/best {row['auto_over_best']:.2f} (hindsight {row['auto_over_hindsight']:.2f}, "
+        f"steady {row['auto_over_steady']:.2f}; zero-overhead bound {_bound_cell(row)}) "
+        f"(probe {row['probe_share']:.0%}) | {row['plan']}"
+    )
+
+
+def run_corpus(
+    name: str, args: argparse.Namespace, log: Any
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Every selectivity of one corpus: its rows, and its info-table entry."""
+    dims = 128 if name in ADVERSARIAL_CORPORA else None  # the shifted corpora's own
+    corpus, t_gen = clock(adversarial_corpus, name, args.n, dims, args.queries, args.seed)
+    if args.duplicates:
+        corpus = with_duplicates(corpus, args.duplicates, args.seed)
+    index, t_build = clock(_index, corpus.data.vectors, args)
+    planner, info = _calibrated(corpus, index, args)
+    info.update(generate_s=t_gen, build_s=t_build)
     part = None
     if corpus.groups is not None and not args.no_partitions:
-        part, t_part = clock(
+        part, info["partition_build_s"] = clock(
             PartitionedIndex,
-            data.vectors,
+            corpus.data.vectors,
             corpus.groups,
             min_size=args.partition_min_size,
             m=args.m,
             deterministic=False,
         )
-        info["partition_build_s"] = t_part
         info["partition_mb"] = part.memory_bytes() / 2**20
     log(
-        f"{name}: generated {t_gen:.1f}s, built {t_build:.1f}s, calibrated {t_cal:.1f}s "
-        f"(ef_base={planner.ef_base}, graph_cost={graph_cost:.1f})"
+        f"{name}: generated {t_gen:.1f}s, built {t_build:.1f}s, calibrated "
+        f"{info['calibrate_s']:.1f}s (ef_base={planner.ef_base}, "
+        f"graph_cost={info['graph_cost']:.1f})"
     )
-    q = data.queries
+    q = corpus.data.queries
     workload = corpus.workload_queries(args.workload_queries) if args.workload_queries else None
     index.exact(q[:4], args.k)  # warm-up
     rows = []
     for s in args.selectivities:
         mask = corpus.mask(s)
-        matching = int(mask.sum())
-        if matching < args.k:
-            log(f"{name}: {s} has {matching} < k documents, skipped")
+        if int(mask.sum()) < args.k:
+            log(f"{name}: {s} has {int(mask.sum())} < k documents, skipped")
             continue
-        oracle, t_scan = clock(index.exact, q, args.k, mask)
-        (hits, plan), t_auto = clock(auto, index, q, args.k, mask, planner)
-        fixed = _FixedPushdowns(index, q, oracle, mask, t_scan, args)
-        hind_ef = fixed.cheapest(fixed.reaches)
-        ef = steady_ef = hind_ef
-        kept: dict[str, tuple[int, int]] = {}
-        if workload is not None and hind_ef is not None:
-            fixed.workload = (workload, index.exact(workload, args.k, mask))
-            ef = fixed.cheapest(fixed.reaches_on_average)
-            steady_ef = fixed.cheapest(fixed.keeps_every_batch)
-            kept["auto"] = _auto_batches(index, *fixed.workload, mask, planner, args)
-            if ef is not None:
-                kept["push"] = fixed.batches_kept(ef)
-        # One timed contender per distinct efSearch the yardsticks chose.
-        chosen = {"push": ef, "hindsight": hind_ef, "steady": steady_ef}
-        by_ef = {e: name for name, e in reversed(chosen.items()) if e is not None}
-        fns: dict[str, Callable[[], Any]] = {
-            "auto": partial(auto, index, q, args.k, mask, planner),
-            "scan": partial(index.exact, q, args.k, mask),
-            # The same scan again: an A/A control, the cell's timing noise.
-            "scan_again": partial(index.exact, q, args.k, mask),
-        }
-        first = {"auto": t_auto, "scan": t_scan, "scan_again": t_scan}
-        for e, contender in by_ef.items():
-            fns[contender] = partial(index.search_filtered, q, args.k, mask, ef_search=e)
-            first[contender] = fixed.seconds(e)
-        cells = planner.cells
-        if (
-            cells is not None
-            and plan.local_selectivity is not None
-            and matching < args.n
-            and not cells.looks_independent(mask)
-        ):
-            # The probe's own time, where auto ran it (not on its scan-only or no-filter paths,
-            # nor for a filter independent of the cells), on as many queries as it probed.
-            probed = q[: plan.n_probed] if plan.n_probed is not None else q
-            fns["probe"] = partial(cells.local_selectivity, probed, mask)
-            first["probe"] = clock(cells.local_selectivity, probed, mask)[1]
-        if part is not None:
-            p_hits, first["part"] = clock(part.search, q, args.k, mask)
-            fns["part"] = partial(part.search, q, args.k, mask)
-        timer = time.process_time if args.clock == "cpu" else time.perf_counter
-        times = interleaved(fns, first, args.min_time, args.min_calls, timer)
-        t_auto, t_scan = times["auto"], times["scan"]
-        t_fixed = {
-            name: times[by_ef[e]] if e is not None else math.inf for name, e in chosen.items()
-        }
-        row: dict[str, Any] = {
-            "corpus": name,
-            "selectivity": s,
-            "matching": matching,
-            "auto_recall": _recall(hits, oracle),
-            "auto_returned": float(hits.returned().mean()),
-            "auto_qps": q.shape[0] / t_auto,
-            "scan_qps": q.shape[0] / t_scan,
-            "push_ef": ef,
-            "push_recall": fixed.recall(ef),
-            "push_select_recall": fixed.workload_recall(ef),
-            "hind_ef": hind_ef,
-            "hind_recall": fixed.recall(hind_ef),
-            "steady_ef": steady_ef,
-            "steady_recall": fixed.recall(steady_ef),
-            "steady_select_recall": fixed.workload_recall(steady_ef),
-            "push_qps": q.shape[0] / t_fixed["push"],
-            "hind_qps": q.shape[0] / t_fixed["hindsight"],
-            "steady_qps": q.shape[0] / t_fixed["steady"],
-            "auto_over_best": t_auto / min(t_scan, t_fixed["push"]),
-            "auto_over_hindsight": t_auto / min(t_scan, t_fixed["hindsight"]),
-            "auto_over_steady": t_auto / min(t_scan, t_fixed["steady"]),
-            "probe_share": times["probe"] / t_auto if "probe" in times else 0.0,
-            "aa": times["scan_again"] / t_scan,
-            "plan": str(plan),
-            "kept": kept,
-        }
-        if part is not None:
-            row["part_recall"] = _recall(p_hits, oracle)
-            row["part_returned"] = float(p_hits.returned().mean())
-            row["part_qps"] = q.shape[0] / times["part"]
+        row = _cell_row(name, s, _Cell(index, q, mask, planner, part, args), workload, args)
         rows.append(row)
-        log(
-            f"{name} {s:g}: auto {row['auto_recall']:.3f} {row['auto_returned']:.1f}/k "
-            f"{row['auto_qps']:,.0f} q/s, scan {row['scan_qps']:,.0f}, push ef={ef} "
-            f"{row['push_qps']:,.0f}, hindsight ef={hind_ef} {row['hind_qps']:,.0f}, steady "
-            f"ef={steady_ef} {row['steady_qps']:,.0f}; auto/best {row['auto_over_best']:.2f} "
-            f"(hindsight {row['auto_over_hindsight']:.2f}, steady {row['auto_over_steady']:.2f}) "
-            f"(probe {row['probe_share']:.0%}) | {plan}"
-        )
+        _log_row(row, log)
     return rows, info
+
+
+def _bound_cell(row: dict[str, Any]) -> str:
+    """The zero-overhead bound's cell: "ef=E: R", a plain pushdown at auto's own efSearch over
+    the cheaper of the scan and the steady pushdown ("n/a" where auto did not answer every
+    query by one pushdown)."""
+    if row.get("own_ef") is None:
+        return "n/a"
+    return f"ef={row['own_ef']}: {row['bound_over_steady']:.2f}"
+
+
+def _over_line(rows: list[dict[str, Any]]) -> str:
+    """The cells over 1.1x the steady comparator, each with its zero-overhead bound."""
+    over = [r for r in rows if r["auto_over_steady"] > 1.1]
+    if not over:
+        return "- cells over 1.1 × the steady comparator: none"
+    listed = "; ".join(
+        f"{r['corpus']} {r['selectivity'] * 100:.3g}% ({r['auto_over_steady']:.2f}, "
+        f"bound {_bound_cell(r)})"
+        for r in over
+    )
+    return f"- cells over 1.1 × the steady comparator, with the zero-overhead bound: {listed}"
 
 
 def _kept_cell(row: dict[str, Any]) -> str:
@@ -546,7 +686,12 @@ def render(
         else "reaching the target on the scored queries"
     )
     lines = [
-        f"{args.n:,} × 128 per corpus, {args.queries} queries, k={k}, HNSW M={args.m}, "
+        f"{args.n:,} × 128 per corpus (tight-few: × 96), {args.queries} queries, k={k}, "
+        f"HNSW M={args.m}, confidence {args.confidence}, calibrated on queries drawn like the "
+        f"{args.calibrate_on}, "
+        + (f"{args.duplicates:.0%} of the documents exact copies, " if args.duplicates else "")
+        + "".join(f"setting {name}={value}, " for name, value in args.set)
+        + f"recall counted by score ties, "
         f"threads={args.threads}, malloc {args.malloc}, timed by {args.clock} clock, "
         f"interleaved (fastest of "
         f"≥ {args.min_calls} calls and ≥ {args.min_time:g} s per contender); "
@@ -557,8 +702,9 @@ def render(
         f"| best pushdown (ef: recall, on workload, QPS) | hindsight pushdown (ef: recall, QPS) "
         f"| steady pushdown (ef: recall, on workload, QPS) "
         f"| partitions (recall, ret, QPS) | auto / best | auto / hindsight | auto / steady "
-        "| workload batches kept (auto, best) | A/A | probe | auto plan |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| zero-overhead bound / steady | workload batches kept (auto, best) | A/A | probe "
+        "| auto plan |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         push, hind, steady = (
@@ -576,11 +722,16 @@ def render(
             f"| {r['auto_recall']:.3f} | {r['auto_returned']:.2f} | {r['auto_qps']:,.0f} "
             f"| {r['scan_qps']:,.0f} | {push} | {hind} | {steady} | {part} "
             f"| {r['auto_over_best']:.2f} | {r['auto_over_hindsight']:.2f} "
-            f"| {r['auto_over_steady']:.2f} | {_kept_cell(r)} | {r['aa']:.2f} "
+            f"| {r['auto_over_steady']:.2f} | {_bound_cell(r)} | {_kept_cell(r)} | {r['aa']:.2f} "
             f"| {r['probe_share']:.0%} "
             f"| {r['plan']} |"
         )
-    lines += [
+    return "\n".join(lines + _info_table(infos) + _summary(rows, args, chosen)) + "\n"
+
+
+def _info_table(infos: list[dict[str, Any]]) -> list[str]:
+    """The per-corpus table: build, calibration and what the planner measured."""
+    lines = [
         "",
         "| corpus | build s | calibrate s | ef_base | graph_cost | scan slopes | plan upkeep "
         "| graph MB | partitions MB |",
@@ -595,12 +746,18 @@ def render(
             + (f"{i['partition_mb']:.0f}" if "partition_mb" in i else "n/a")
             + " |"
         )
+    return lines
+
+
+def _summary(rows: list[dict[str, Any]], args: argparse.Namespace, chosen: str) -> list[str]:
+    """The summary lines: the promise per cell, auto's cost against each comparator."""
+    k = args.k
     ok_recall = all(r["auto_recall"] >= args.target for r in rows)
     ok_k = all(r["auto_returned"] == min(k, r["matching"]) for r in rows)
     worst = max((r["auto_over_best"] for r in rows), default=float("nan"))
     worst_hind = max((r["auto_over_hindsight"] for r in rows), default=float("nan"))
     worst_steady = max((r["auto_over_steady"] for r in rows), default=float("nan"))
-    lines += [
+    return [
         "",
         f"- auto recall@{k} ≥ {args.target} in every cell: {'met' if ok_recall else 'NOT met'} "
         f"(lowest {min(r['auto_recall'] for r in rows):.3f})",
@@ -612,11 +769,28 @@ def render(
         f"- auto time ≤ 1.1 × min(scan, steady pushdown — the target on the scored queries and "
         f"on every workload batch): worst cell {worst_steady:.2f} "
         f"({sum(r['auto_over_steady'] <= 1.1 for r in rows)}/{len(rows)} cells within)",
+        _over_line(rows),
         _kept_line(rows, args),
         f"- A/A control (the same scan timed twice, interleaved): "
         f"{min(r['aa'] for r in rows):.2f}–{max(r['aa'] for r in rows):.2f}",
     ]
-    return "\n".join(lines) + "\n"
+
+
+_GROUPS = {"adversarial": ADVERSARIAL_CORPORA, "shifted": SHIFTED_CORPORA}
+
+
+def _corpora(text: str) -> list[str]:
+    """``--corpora``'s names, a group's expanded (unknown names kept, for the caller to refuse).
+
+    Examples
+    --------
+    >>> _corpora("verity,shifted")[:2]
+    ['verity', 'lowrank-offmean']
+    """
+    out: list[str] = []
+    for name in (c.strip() for c in text.split(",") if c.strip()):
+        out += list(_GROUPS.get(name, (name,)))
+    return out
 
 
 def _floats(text: str) -> list[float]:
@@ -626,7 +800,33 @@ def _floats(text: str) -> list[float]:
         raise argparse.ArgumentTypeError(f"not a list of numbers: {text!r}") from None
 
 
-def main(argv: list[str] | None = None) -> int:
+def _setting(text: str) -> tuple[str, Any]:
+    """``--set NAME=VALUE``: one field of `~arecall.vector.placement.PlannerSettings` and its
+    value, of the field's type (a comma-separated list for a tuple).
+
+    Examples
+    --------
+    >>> _setting("walk_doubt=1.15"), _setting("second_look_shares=0.05")
+    (('walk_doubt', 1.15), ('second_look_shares', (0.05,)))
+    """
+    name, sep, value = text.partition("=")
+    kinds = {f.name: str(f.type) for f in fields(PlannerSettings)}
+    if not sep or name not in kinds:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: not NAME=VALUE with NAME one of the planner settings "
+            f"({', '.join(sorted(kinds))})"
+        )
+    kind = kinds[name]
+    try:
+        if kind.startswith("tuple"):
+            cast = int if "int" in kind else float
+            return name, tuple(cast(v) for v in value.split(",") if v.strip())
+        return name, (int if kind == "int" else float)(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: {value!r} is not a {kind}") from None
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=100_000, help="vectors per corpus (1000000 ok)")
     parser.add_argument("--queries", type=int, default=200)
@@ -635,10 +835,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--target", type=float, default=0.95)
     parser.add_argument(
+        "--confidence",
+        type=float,
+        default=IndexConfig.confidence,
+        help="auto's per-batch confidence (index.confidence)",
+    )
+    parser.add_argument(
         "--calibration-queries",
         type=int,
         default=DEFAULT_CALIBRATION_QUERIES,
         help="held-out queries auto is calibrated on (of the documents' distribution)",
+    )
+    parser.add_argument(
+        "--calibrate-on",
+        choices=("documents", "workload"),
+        default="documents",
+        help="draw auto's held-out calibration queries like the documents (as the pipeline "
+        "does; the default) or like the scored queries (fresh ones of the workload's kind)",
     )
     parser.add_argument(
         "--workload-queries",
@@ -649,8 +862,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--selectivities", type=_floats, default=list(SELECTIVITIES))
     parser.add_argument(
-        "--corpora", default=",".join(ADVERSARIAL_CORPORA), help="comma-separated names"
+        "--corpora",
+        default="adversarial",
+        help="comma-separated names, or a group: adversarial (the 35 cells' five, the default), "
+        "shifted (queries drawn unlike the documents: " + ", ".join(SHIFTED_CORPORA) + ")",
     )
+    _timing_arguments(parser)
+    _planner_arguments(parser)
+    parser.add_argument("--output", help="also write the Markdown here (atomically)")
+    return parser
+
+
+def _timing_arguments(parser: argparse.ArgumentParser) -> None:
+    """How the contenders are built and timed."""
     parser.add_argument(
         "--threads", type=int, default=1, help="faiss OpenMP and BLAS threads (both)"
     )
@@ -671,11 +895,6 @@ def main(argv: list[str] | None = None) -> int:
         help="groups smaller than this get no graph of their own (scanned)",
     )
     parser.add_argument(
-        "--graph-cost",
-        type=float,
-        help="auto's graph/scan distance cost ratio (default: measured on this machine)",
-    )
-    parser.add_argument(
         "--clock",
         choices=("cpu", "wall"),
         default="cpu",
@@ -692,8 +911,36 @@ def main(argv: list[str] | None = None) -> int:
         help="keep: glibc's malloc reuses freed memory (no page faults per call); "
         "default: leave its thresholds alone",
     )
-    parser.add_argument("--output", help="also write the Markdown here (atomically)")
-    args = parser.parse_args(argv)
+
+
+def _planner_arguments(parser: argparse.ArgumentParser) -> None:
+    """What ``auto`` is calibrated with, and what the corpora hold."""
+    parser.add_argument(
+        "--graph-cost",
+        type=float,
+        help="auto's graph/scan distance cost ratio (default: measured on this machine)",
+    )
+    parser.add_argument(
+        "--set",
+        type=_setting,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="calibrate auto with one planner setting changed (repeatable; "
+        "arecall.vector.placement.settings says what each trades and how it was measured)",
+    )
+    parser.add_argument(
+        "--duplicates",
+        type=float,
+        default=0.0,
+        help="replace this share of each corpus's documents by exact copies of the others "
+        "(recall is counted by score ties)",
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    args.settings = replace(DEFAULTS, **dict(args.set))
 
     def log(line: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
@@ -712,6 +959,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.calibration_queries < 1:
             raise ArecallError(f"--calibration-queries={args.calibration_queries}: must be ≥ 1")
+        if not 0 <= args.duplicates < 1:
+            raise ArecallError(f"--duplicates={args.duplicates}: must be in [0, 1)")
         if args.workload_queries < 0:
             raise ArecallError(f"--workload-queries={args.workload_queries}: must be ≥ 0")
         if args.min_calls < 1 or not args.min_time > 0:
@@ -719,10 +968,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"--min-calls={args.min_calls}, --min-time={args.min_time}: need min-calls ≥ 1 and "
                 "min-time > 0"
             )
-        for name in [c.strip() for c in args.corpora.split(",") if c.strip()]:
-            if name not in ADVERSARIAL_CORPORA:
+        for name in _corpora(args.corpora):
+            if name not in ALL_CORPORA:
                 raise ArecallError(
-                    f"--corpora: {name!r} is not one of {', '.join(ADVERSARIAL_CORPORA)}"
+                    f"--corpora: {name!r} is not one of adversarial, shifted, "
+                    f"{', '.join(ALL_CORPORA)}"
                 )
             r, info = run_corpus(name, args, log)
             rows += r

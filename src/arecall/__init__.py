@@ -28,8 +28,8 @@ _LAZY = {
     "Placement": "arecall.core.placement",
     "authorized_recall_at_k": "arecall.core.measures",
     "ndcg_at_k": "arecall.core.measures",
-    "post_filter": "arecall.core.placement",
-    "pre_filter": "arecall.core.placement",
+    "post_filter": "arecall.core.filters",
+    "pre_filter": "arecall.core.filters",
     "precision_at_k": "arecall.core.measures",
     "recall_at_k": "arecall.core.measures",
     "reciprocal_rank": "arecall.core.measures",
@@ -38,6 +38,7 @@ _LAZY = {
 
 if TYPE_CHECKING:
     from arecall.core.errors import ArecallError
+    from arecall.core.filters import post_filter, pre_filter
     from arecall.core.measures import (
         Authorized,
         authorized_recall_at_k,
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
         reciprocal_rank,
         unusable_fraction_at_k,
     )
-    from arecall.core.placement import Placement, post_filter, pre_filter
+    from arecall.core.placement import Placement
 
 __version__ = "0.1.0"
 

@@ -119,6 +119,18 @@ def test_evaluate_scores_a_trec_run_as_the_readme_shows(work: Path):
     assert [line.split()[0] for line in out.stdout.splitlines()[3:7]] == ["1", "3", "5", "10"]
 
 
+def test_evaluate_reads_a_run_from_a_pipe_as_the_guide_shows(work: Path):
+    import gzip
+
+    (work / "my.run.gz").write_bytes(gzip.compress((work / "my.run").read_bytes()))
+    piped = sh(work, ".venv/bin/arecall evaluate --run <(zcat my.run.gz) --qrels test.qrels")
+    plain = subprocess.run(
+        [str(work / ".venv/bin/arecall"), "evaluate", "--run", "my.run", "--qrels", "test.qrels"],
+        cwd=work, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert piped.stdout == plain.stdout
+
+
 def test_evaluate_shows_the_authorized_view_with_deeper_and_the_worst_pairs(work: Path):
     out = sh(
         work,

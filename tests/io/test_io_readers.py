@@ -308,14 +308,17 @@ def _mode(path: Path) -> int:
 
 
 @pytest.mark.parametrize("mask", [0o022, 0o027, 0o077])
-def test_written_files_honour_the_umask(tmp_path: Path, mask: int) -> None:
+def test_new_files_honour_the_umask_and_replaced_ones_keep_their_mode(
+    tmp_path: Path, mask: int
+) -> None:
+    # issue 38 item 0: a file that exists keeps its mode (it was 0666 & ~umask before)
     target = tmp_path / "x.txt"
     target.write_text("old")
-    target.chmod(0o644)
+    target.chmod(0o604)
     with _umask(mask):
         write_text(target, "new")
         write_text(tmp_path / "fresh.txt", "new")
-    assert _mode(target) == 0o666 & ~mask
+    assert _mode(target) == 0o604
     assert _mode(tmp_path / "fresh.txt") == 0o666 & ~mask
 
 

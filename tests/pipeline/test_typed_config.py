@@ -33,6 +33,16 @@ BAD = [
         "vector_search.index.target_recall",
         "got 'abc'",
     ),
+    (
+        ["vector_search.index.confidence=1.2"],
+        "vector_search.index.confidence",
+        "must be a number in [0.5, 1), got 1.2",
+    ),
+    (
+        ["index=exact", "retriever=dense_lsa", "index.confidence=0.3"],
+        "index.confidence",
+        "must be a number in [0.5, 1), got 0.3",
+    ),
     (["vector_search.corpus.k=2.5"], "vector_search.corpus.k", "got 2.5"),
     (["retriever.depth=0"], "retriever.depth", "must be a positive integer, got 0"),
     (["evaluation.ks=[0]"], "evaluation.ks[0]", "must be a positive integer, got 0"),

@@ -36,13 +36,13 @@ from arecall.vector.partitions import PartitionedIndex
 from arecall.vector.placement import (
     AutoPlanner,
     Cells,
-    _below_goal,
-    _second_look,
     auto,
     calibrate_auto,
     coarse_cells,
     pushdown,
 )
+from arecall.vector.placement.calibration import _second_look
+from arecall.vector.placement.certification import below_goal as _below_goal
 
 K = 10
 SELECTIVITIES = (0.001, 0.01, 0.05, 0.10, 0.30, 0.50, 1.0)
@@ -151,7 +151,9 @@ def test_a_plain_search_looks_again_at_exactly_the_queries_whose_kth_hit_lies_fa
     far = np.flatnonzero(first.scores[:, -1] < threshold)
     assert 0 < far.size < q.shape[0]
     look = (lo, threshold, hi, 0.1, 0.9, 1.0)
-    planner = replace(planner, second_look=look)
+    # The second look's own certificate (without the calibration's support table, which would
+    # audit the answers instead: certification.audit).
+    planner = replace(planner, second_look=look, support=())
     assert planner.walk_cost(lo) + 0.1 * planner.walk_cost(hi) < planner.walk_cost(hi)
     calls: list[tuple[int, int]] = []
     search = VectorIndex.search
@@ -486,9 +488,9 @@ def test_a_remembered_independence_verdict_belongs_to_that_mask_alone(monkeypatc
     assert cells.looks_independent(mask)
     mask[:] = corpus.mask(0.5)  # the same array, now another filter that follows the data
     assert not cells.looks_independent(mask) and len(counted) == 3
-    for seed in range(2 * placement._VERDICTS_KEPT):
+    for seed in range(2 * cells.settings.verdicts_kept):
         cells.looks_independent(np.random.default_rng(seed).random(4000) < 0.5)
-    assert 0 < len(cells._verdicts) <= placement._VERDICTS_KEPT
+    assert 0 < len(cells._verdicts) <= cells.settings.verdicts_kept
 
 
 def test_independence_check_skips_the_probe_only_for_filters_that_ignore_the_cells() -> None:
@@ -658,8 +660,6 @@ def test_a_plan_weighs_its_walks_above_their_price_before_paying_its_bookkeeping
     # price after a scan; at face value the plan went on and ran 1.07-1.17x the scan.
     # Weighed at _WALK_DOUBT times their price, the walks must save more: the bookkeeping at
     # which the plan gives up and scans is lower than at face value, and still above zero.
-    from arecall.vector import placement
-
     index, q, mask, mixed = corr_half_mixed
 
     def gives_up_at() -> float:
@@ -672,9 +672,9 @@ def test_a_plan_weighs_its_walks_above_their_price_before_paying_its_bookkeeping
             low, high = (mid, high) if plan.method == "pushdown" else (low, mid)
         return high
 
-    assert placement._WALK_DOUBT > 1.0
+    assert mixed.settings.walk_doubt > 1.0
     doubted = gives_up_at()
-    monkeypatch.setattr(placement, "_WALK_DOUBT", 1.0)
+    mixed = replace(mixed, settings=replace(mixed.settings, walk_doubt=1.0))
     face_value = gives_up_at()
     assert 0.0 < doubted < face_value, (doubted, face_value)
 
@@ -686,13 +686,13 @@ def test_the_plan_overhead_counts_the_planners_own_time_not_its_searches(
     # its own time stays; slow the planner's own reading of its lists down and it grows by
     # the naps. (BLAS held to one thread: with two, a small product beside the other test
     # worker's can take 100x its time, and that is not what is checked here.)
-    from arecall.vector import placement
+    from arecall.vector.placement import certification, machine
 
     corpus, index, planner = corr_small
     q = corpus.data.calibration_queries(40)
-    assert placement._plan_overhead(index, q, replace(planner, cells=None), 0.0) == 0.0
+    assert machine._plan_overhead(index, q, replace(planner, cells=None), 0.0) == 0.0
     nap = 0.02
-    walk, read = VectorIndex._walk, placement._read_lists
+    walk, read = VectorIndex._walk, certification.read_lists
     searches: list[int] = []
     reads: list[int] = []
 
@@ -707,14 +707,14 @@ def test_the_plan_overhead_counts_the_planners_own_time_not_its_searches(
         return read(*args)
 
     with threadpool_limits(limits=1):
-        base, _ = placement._plan_seconds(index, q, planner, 0.0)
+        base, _ = machine._plan_seconds(index, q, planner, 0.0)
         with monkeypatch.context() as patch:
             patch.setattr(VectorIndex, "_walk", slow_search)
-            slow_searches, _ = placement._plan_seconds(index, q, planner, 0.0)
+            slow_searches, _ = machine._plan_seconds(index, q, planner, 0.0)
         with monkeypatch.context() as patch:
-            patch.setattr(placement, "_read_lists", slow_read)
-            slow_bookkeeping, _ = placement._plan_seconds(index, q, planner, 0.0)
-        assert placement._plan_overhead(index, q, planner, 0.0) > 0.0
+            patch.setattr(certification, "read_lists", slow_read)
+            slow_bookkeeping, _ = machine._plan_seconds(index, q, planner, 0.0)
+        assert machine._plan_overhead(index, q, planner, 0.0) > 0.0
     per_call = len(reads) // 5  # the plan's list reads per call (five calls)
     assert per_call >= 1 and len(searches) >= 5, (reads, searches)
     assert slow_bookkeeping >= per_call * nap, (base, slow_bookkeeping)
@@ -724,7 +724,7 @@ def test_the_plan_overhead_counts_the_planners_own_time_not_its_searches(
 def test_a_timed_index_answers_as_the_index_and_adds_up_its_search_time(
     monkeypatch, corr_small
 ) -> None:
-    from arecall.vector.placement import _TimedIndex
+    from arecall.vector.placement.machine import _TimedIndex
 
     corpus, index, _ = corr_small
     q = corpus.data.queries[:8]

@@ -31,15 +31,18 @@ from arecall.vector.generator import generate_lowrank
 from arecall.vector.index import Hits, VectorIndex, build_index
 from arecall.vector.placement import (
     AutoPlanner,
-    _count_allowed,
     auto,
     calibrate_auto,
+    certification,
+    costs,
     place,
     post,
     pre,
     pushdown,
     synthetic_queries,
 )
+from arecall.vector.placement import direct as direct_plan
+from arecall.vector.placement.batch import count_allowed
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -153,7 +156,7 @@ def test_count_allowed_counts_any_mask_and_lists_the_ids_only_where_a_scan_may_r
     # comb: authorize exactly every 4,096th document, the layout that fools the sample.
     rng = np.random.default_rng(n)
     mask = (np.arange(n) % 4096 == 0) if comb else (rng.random(n) < share)
-    count, ids = _count_allowed(mask, few)
+    count, ids = count_allowed(mask, few)
     assert count == int(mask.sum())
     sampled = np.count_nonzero(mask[::4096]) * 4096
     if ids is not None:
@@ -360,7 +363,7 @@ def test_first_ef_is_the_cheapest_expected_plan_and_never_below_the_calibration(
     # than the fixed (k + 2√k)/ℓ floor it replaced.
     from scipy import special
 
-    from arecall.vector.placement import _first_ef
+    from arecall.vector.placement.costs import first_ef as _first_ef
 
     planner = _ladder_planner(ef_base)
     chosen = int(_first_ef(planner, np.array([ell]))[0])
@@ -387,7 +390,8 @@ def test_first_ef_is_the_cheapest_expected_plan_and_never_below_the_calibration(
 def test_first_ef_remembered_per_share_equals_first_ef_computed(first, second, independent):
     # _first_ef remembers each local selectivity's answer on the planner; a later batch that
     # shares some values (and not others) gets exactly what a fresh computation gives.
-    from arecall.vector.placement import _cheapest_first_ef, _first_ef
+    from arecall.vector.placement.costs import _cheapest_first_ef
+    from arecall.vector.placement.costs import first_ef as _first_ef
 
     planner = _ladder_planner(32)
     for batch in (first, second, first + second):
@@ -402,7 +406,7 @@ def test_first_ef_remembered_per_share_equals_first_ef_computed(first, second, i
 def test_fallback_scan_equals_pre_whichever_way_it_scans(case, n_rows) -> None:
     # auto's fallback scan scores every document and masks when only a few queries fall back
     # (no copy of the authorized vectors); it must give pre's answer exactly, ties included.
-    from arecall.vector.placement import _scan
+    from arecall.vector.placement.batch import scan_rows as _scan
 
     vectors, queries, allowed, k, _, _ = case
     n_allowed = int(allowed.sum())
@@ -640,7 +644,9 @@ def test_auto_searches_a_batch_with_no_filter_below_ef_base_where_its_spread_all
     tight_lowrank,
 ) -> None:
     corpus, index, planner = tight_lowrank
-    planner = replace(planner, second_look=None)
+    # The calibration's own certificate (without its support table, whose audit of the answers
+    # would certify them instead: certification.audit).
+    planner = replace(planner, second_look=None, support=())
     q = corpus.data.queries
     hits, plan = auto(index, q, 10, np.ones(index.n_docs, dtype=bool), planner)
     assert planner.ef_base is not None
@@ -689,8 +695,6 @@ def test_a_filter_independent_of_the_data_costs_one_list_read_and_one_pushdown_c
     # faiss calls was ~4 ms, 15-20% of the pushdown itself, and the sampled queries whose lists
     # fell short were pushed down in a second call. The direct plan makes one unfiltered call
     # (the sample's lists) and one pushdown call — and answers exactly as the general plan does.
-    import arecall.vector.placement as placement
-
     idx, queries, data = lowrank
     batch = _batch_of_80(queries, data)
     for s, seed in ((0.3, 11), (0.5, 12)):
@@ -702,7 +706,7 @@ def test_a_filter_independent_of_the_data_costs_one_list_read_and_one_pushdown_c
         # the sample's 16 lists, then every other query (and any short list) in one call
         assert graph_lists == [16] and len(pushdowns) == 1 and 64 <= pushdowns[0] <= 80
         with monkeypatch.context() as general:
-            general.setattr(placement, "_direct", lambda *args, **kwargs: (None, None))
+            general.setattr(direct_plan, "direct", lambda *args, **kwargs: (None, None))
             same, general_plan = auto(idx, batch, 10, mask, cheap_walks)
         np.testing.assert_array_equal(hits.ids, same.ids)
         np.testing.assert_array_equal(hits.scores, same.scores)
@@ -718,13 +722,11 @@ def test_the_direct_plan_reads_its_lists_answers_only_after_both_searches(
     # cached was evicted), and auto ran 1.12-1.18x the plain pushdown. Between its two faiss
     # calls the direct plan only counts the sampled lists' authorized entries; reading their
     # answers and rank certificates waits until the pushdown is back.
-    import arecall.vector.placement as placement
-
     idx, queries, data = lowrank
     batch = _batch_of_80(queries, data)
     mask = _uniform_half(idx.n_docs)
     events: list[str] = []
-    walk, read = VectorIndex._walk, placement._read_lists
+    walk, read = VectorIndex._walk, certification.read_lists
 
     def spy_walk(self, q, k, ef, mask=None):  # type: ignore[no-untyped-def]
         events.append("lists" if mask is None else "pushdown")
@@ -735,7 +737,7 @@ def test_the_direct_plan_reads_its_lists_answers_only_after_both_searches(
         return read(*args)
 
     monkeypatch.setattr(VectorIndex, "_walk", spy_walk)
-    monkeypatch.setattr(placement, "_read_lists", spy_read)
+    monkeypatch.setattr(certification, "read_lists", spy_read)
     hits, plan = auto(idx, batch, 10, mask, cheap_walks)
     assert plan.method == "pushdown" and plan.n_fallback == 0, str(plan)
     assert events == ["lists", "pushdown", "read"], events
@@ -753,8 +755,6 @@ def test_where_a_list_walk_measured_cheaper_than_pushdown_every_query_reads_its_
     # measured one list walk of the batch cheaper, every query reads its list in one call and
     # only those holding fewer than k authorized are pushed down: the same answers, and each
     # list certified by rank.
-    import arecall.vector.placement as placement
-
     idx, queries, data = lowrank
     batch = _batch_of_80(queries, data)
     mask = _uniform_half(idx.n_docs)
@@ -779,7 +779,7 @@ def test_where_a_list_walk_measured_cheaper_than_pushdown_every_query_reads_its_
         assert sum(pushdowns) == int(np.sum(ok.sum(axis=1) < 10))  # only the short lists
         assert plan.predicted_recall >= pushed_plan.predicted_recall
         with monkeypatch.context() as general:
-            general.setattr(placement, "_direct", lambda *args, **kwargs: (None, None))
+            general.setattr(direct_plan, "direct", lambda *args, **kwargs: (None, None))
             same, general_plan = auto(idx, batch, 10, mask, planner)
         np.testing.assert_array_equal(hits.ids, same.ids)
         assert str(plan) == str(general_plan)
@@ -794,8 +794,6 @@ def test_lists_read_for_a_filter_the_queries_turn_out_to_avoid_are_not_read_agai
     # but not of the queries (here: each query's ten nearest documents unauthorized) fails
     # that check, and the general plan takes over: it must use the lists already read, not
     # walk every query again at the same efSearch.
-    import arecall.vector.placement as placement
-
     idx, queries, data = lowrank
     batch = _batch_of_80(queries, data)
     mask = _uniform_half(idx.n_docs)
@@ -816,7 +814,7 @@ def test_lists_read_for_a_filter_the_queries_turn_out_to_avoid_are_not_read_agai
     assert walks[0] == (80, ef), walks
     assert all(e != ef for _, e in walks[1:]), walks
     with monkeypatch.context() as general:
-        general.setattr(placement, "_direct", lambda *args, **kwargs: (None, None))
+        general.setattr(direct_plan, "direct", lambda *args, **kwargs: (None, None))
         same, general_plan = auto(idx, batch, 10, mask, planner)
     np.testing.assert_array_equal(hits.ids, same.ids)
     assert str(plan) == str(general_plan)
@@ -832,19 +830,17 @@ def test_a_filter_independent_of_the_data_where_no_walk_pays_is_scanned_without_
     # to scan every query. A filter independent of the cells gives every query the global
     # share, so the direct plan's own check says it: scan, with the general plan's answer
     # and the same plan, and nothing walked.
-    import arecall.vector.placement as placement
-
     idx, queries, data = lowrank
     batch = _batch_of_80(queries, data)
     planner = cheap_walks
     planned: list[int] = []  # the general plan's per-query pricing, called
-    first_walks = placement._first_walks
+    first_walks = costs.first_walks
 
     def spy_first(*args, **kwargs):  # type: ignore[no-untyped-def]
         planned.append(1)
         return first_walks(*args, **kwargs)
 
-    monkeypatch.setattr(placement, "_first_walks", spy_first)
+    monkeypatch.setattr(costs, "first_walks", spy_first)
     scanned = 0
     for s in (0.07, 0.1, 0.14, 0.2):
         mask = np.random.default_rng(int(100 * s)).random(idx.n_docs) < s
@@ -860,7 +856,7 @@ def test_a_filter_independent_of_the_data_where_no_walk_pays_is_scanned_without_
         walks = graph_lists + pushdowns
         assert walks == [] and planned == [] and plan.method == "exact", (walks, str(plan))
         with monkeypatch.context() as general:
-            general.setattr(placement, "_direct", lambda *args, **kwargs: (None, None))
+            general.setattr(direct_plan, "direct", lambda *args, **kwargs: (None, None))
             same, general_plan = auto(idx, batch, 10, mask, planner)
         np.testing.assert_array_equal(hits.ids, same.ids)
         np.testing.assert_array_equal(hits.scores, same.scores)
@@ -890,7 +886,6 @@ def test_graph_costs_time_the_scan_once_and_interleave_it_with_every_walk(monkey
     # other one lands the machine's noise on all of them alike.
     from itertools import pairwise
 
-    from arecall.vector import placement
     from arecall.vector.placement import measure_graph_costs
 
     x = np.random.default_rng(0).normal(size=(3000, 16)).astype(np.float32)
@@ -913,7 +908,7 @@ def test_graph_costs_time_the_scan_once_and_interleave_it_with_every_walk(monkey
     efs = sorted({20, 64, *(e for e in (256, 1024) if e <= planner.ndis[-1][0])})
     # No time floor, and two full cycles' worth of calls each: no call is then skipped, so the
     # order is the whole pair cycle whatever this machine's timings.
-    monkeypatch.setattr(placement, "_COST_MIN_TIME", 0.0)
+    planner = replace(planner, settings=replace(planner.settings, cost_min_time=0.0))
     measured = measure_graph_costs(idx, x[:40], planner, repeats=2 * len(efs))
     assert [ef for ef, _ in measured.graph_costs] == efs
     assert all(c > 0 for _, c in measured.graph_costs)
@@ -940,7 +935,7 @@ def test_a_read_list_keeps_its_first_k_authorized_in_rank_order_and_where_the_kt
     # The list walk answers a query only through this read (its first k authorized entries
     # *are* pushdown's answer), and the rank of the k-th is its certificate: checked against
     # the definition, entry by entry, padding (-1) never counted.
-    from arecall.vector.placement import _read_lists
+    from arecall.vector.placement.certification import read_lists as _read_lists
 
     scores = -np.arange(ids.size, dtype=np.float32).reshape(ids.shape)
     count, rank_k, kept = _read_lists(Hits(ids, scores), allowed, k)
@@ -955,3 +950,20 @@ def test_a_read_list_keeps_its_first_k_authorized_in_rank_order_and_where_the_kt
     assert kept.scores.tolist() == [
         [float(scores[r, j]) for j in h] for r, h in zip(rows, full, strict=True)
     ]
+
+
+def test_graph_costs_are_measured_for_any_k_each_at_an_efsearch_of_at_least_k() -> None:
+    # Issue 35: measure_graph_costs timed walks at efSearch 64 whatever k, and the index refuses
+    # an efSearch below k: `bench_adversarial.py --k 100` stopped with "ef_search=64: must be
+    # at least k=100". Every efSearch it times is now one the index accepts for that k.
+    from arecall.vector.placement import measure_graph_costs
+
+    x = np.random.default_rng(0).normal(size=(3000, 16)).astype(np.float32)
+    idx = build_index(x)
+    planner = calibrate_auto(idx, 100, queries=x[:40], graph_cost=0.5)
+    assert planner.ef_base is not None
+    fast = replace(planner, settings=replace(planner.settings, cost_min_time=0.0))
+    measured = measure_graph_costs(idx, x[:40], fast, repeats=1)
+    assert measured.graph_costs and all(ef >= 100 for ef, _ in measured.graph_costs)
+    assert all(ef >= 100 for ef, _ in measured.list_costs)
+    assert all(c > 0 for _, c in measured.graph_costs)

@@ -17,18 +17,20 @@ import json
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from arecall.core.engine import ENGINES, make_engine
 from arecall.core.errors import ArecallError, print_error
 from arecall.core.placement import PLACEMENTS
+from arecall.core.schema import ConfigProblem
 from arecall.core.significance import resamples_problem
 from arecall.evaluate.evaluation import Evaluation, compare, evaluate, parse_ks
 from arecall.evaluate.fusion import fuse_runs, reorderings_on_reload
 from arecall.io.atomic import write_text
 from arecall.io.trec import TIES, load_run, save_run
+
+if TYPE_CHECKING:  # pandas loads only for the outputs that need it
+    import pandas as pd
 
 __all__ = ["evaluate_main", "fuse_main"]
 
@@ -72,6 +74,17 @@ def _guard(main: Callable[[list[str]], int], argv: Sequence[str]) -> int:
         return print_error(exc)
     except SystemExit as exc:  # --help / --version
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+
+
+def _count(text: str) -> int:
+    """A whole number, also written as ``1e4``; argparse names the flag on failure."""
+    try:
+        value = float(text) if any(c in text for c in ".eE") else int(text)
+    except ValueError:
+        raise ValueError(text) from None
+    if isinstance(value, float) and not (value.is_integer() and abs(value) < 2**63):
+        raise ValueError(text)
+    return int(value)
 
 
 def _names(text: str, flag: str) -> list[str]:
@@ -148,7 +161,7 @@ def _evaluate_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE", help="write the report here instead of stdout")
     p.add_argument(
         "--resamples",
-        type=int,
+        type=_count,
         default=_EVALUATE["n_resamples"],
         help=f"bootstrap / randomization resamples (default {_EVALUATE['n_resamples']})",
     )
@@ -253,6 +266,12 @@ def _evaluate(argv: list[str]) -> int:
     problem = resamples_problem(args.resamples, _EVALUATE["confidence"])
     if problem is not None:
         raise ArecallError(f"--resamples: {problem}, got {args.resamples}")
+    from arecall.pipeline.budget import check_resamples_memory  # before any file is read
+
+    try:
+        check_resamples_memory(args.resamples, "--resamples")
+    except ConfigProblem as exc:
+        raise ArecallError(str(exc)) from None
     if args.block_principals < 0:
         raise ArecallError(f"--block-principals: expected N >= 0, got {args.block_principals}")
     if args.engine == "dask" and args.acl is None:
@@ -265,21 +284,23 @@ def _evaluate(argv: list[str]) -> int:
         ks = parse_ks(args.k)
     except ArecallError as exc:
         raise ArecallError(f"--{exc}") from None
-    principals = _names(args.principals, "--principals") if args.principals else None
+    principals = _names(args.principals, "--principals") if args.principals is not None else None
     options: dict[str, Any] = dict(
         acl=args.acl,
         k=ks,
         principals=principals,
         groups=args.groups,
-        placement=args.placement or "post",
+        placement=args.placement or _EVALUATE["placement"],
         ties=args.ties,
         n_resamples=args.resamples,
         seed=args.seed,
+        # every pair's values are read again for rows, a comparison and the worst pairs
+        keep_pairs=bool(args.rows or args.compare_run or args.worst),
     )
     with make_engine(
         args.engine, args.scheduler, args.block_principals, scheduler_setting="--scheduler"
     ) as engine:
-        ev = evaluate(args.run, args.qrels, **options, engine=engine)
+        ev = evaluate(args.run, args.qrels, **options, keep_run=bool(args.worst), engine=engine)
         summary = ev.summary()
         comparison = None
         if args.compare_run is not None:
@@ -293,7 +314,7 @@ def _evaluate(argv: list[str]) -> int:
     worst = ev.worst(args.worst) if args.worst else None
     report = _render(args.format, ev, comparison, worst, (args.run, args.compare_run or ""))
     if args.rows:
-        write_text(args.rows, ev.rows.to_csv(index=False))
+        ev.write_rows(args.rows)
     if args.out:
         write_text(args.out, report)
     else:

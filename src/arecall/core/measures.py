@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from arecall.core.filters import Authorized, post_filter, pre_filter
+
 __all__ = [
     "EVALUATE",
     "PIPELINE",
@@ -58,9 +60,6 @@ __all__ = [
     "shown",
     "unusable_fraction_at_k",
 ]
-
-Authorized = Callable[[str], bool]
-"""An authorization predicate: may this principal use the item with this id?"""
 
 
 def _check_k(k: int) -> None:
@@ -412,8 +411,6 @@ def per_k_keys(registry: Mapping[str, Measure], *, seed_only: bool = False) -> t
 
 
 def _placed(j: Judged, placement: str, k: int) -> list[str]:
-    from arecall.core.placement import post_filter, pre_filter  # placement imports Authorized
-
     if placement == "pre":
         return pre_filter(j.ranking, j.authorized, k)
     if placement == "post":

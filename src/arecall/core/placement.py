@@ -11,20 +11,21 @@ prove stage checks this on random inputs and on every run's own lists.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
-from tqdm import tqdm
 
 from arecall.core.errors import ArecallError
-from arecall.core.measures import Authorized
+from arecall.core.filters import post_filter, pre_filter
 from arecall.core.ragged import positions_in_runs
-from arecall.core.ranking import Ranking
-from arecall.io.atomic import write_npz
+
+if TYPE_CHECKING:  # scipy and the ranking load when lists are placed: ``arecall evaluate``
+    import scipy.sparse as sp  # imports this module for the names alone
+
+    from arecall.core.ranking import Ranking
 
 __all__ = [
     "COMPARED",
@@ -58,32 +59,6 @@ COMPARED: tuple[str, ...] = (Placement.POST.value, Placement.PRE.value)
 PLACEMENTS: tuple[str, ...] = tuple(p.value for p in Placement)
 
 
-def post_filter(ranking: Sequence[str], authorized: Authorized, k: int) -> list[str]:
-    """Truncate to K, then drop unauthorized items.
-
-    Examples
-    --------
-    >>> post_filter(["x", "a", "b"], {"a", "b"}.__contains__, 2)
-    ['a']
-    """
-    if k <= 0:
-        raise ValueError(f"k must be a positive integer, got {k}")
-    return [d for d in ranking[:k] if authorized(d)]
-
-
-def pre_filter(ranking: Sequence[str], authorized: Authorized, k: int) -> list[str]:
-    """Drop unauthorized items, then truncate to K.
-
-    Examples
-    --------
-    >>> pre_filter(["x", "a", "b"], {"a", "b"}.__contains__, 2)
-    ['a', 'b']
-    """
-    if k <= 0:
-        raise ValueError(f"k must be a positive integer, got {k}")
-    return [d for d in ranking if authorized(d)][:k]
-
-
 # -- all query-principal pairs at once ---------------------------------------------------------
 
 
@@ -103,6 +78,8 @@ class PlacedLists:
 
     def save(self, path: str | Path) -> None:
         arrays = {f: getattr(self, f) for f in ("post", "post_rank", "pre", "pre_rank")}
+        from arecall.io.atomic import write_npz
+
         write_npz(path, arrays)
 
     @classmethod
@@ -144,6 +121,9 @@ def place_all(
     """
     if k_max <= 0:
         raise ValueError(f"k_max must be positive, got {k_max}")
+    import scipy.sparse as sp
+    from tqdm import tqdm
+
     allowed = np.ascontiguousarray(np.asarray(sp.csr_matrix(acl).toarray(), dtype=bool))
     n_principals, n_queries = allowed.shape[0], ranking.n_queries
     shape = (n_principals, n_queries, k_max)

@@ -31,10 +31,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from arecall.core.errors import ArecallError
 
@@ -42,8 +42,12 @@ __all__ = [
     "BootstrapCI",
     "RandomizationTest",
     "delta_significance",
+    "delta_significance_counts",
+    "exact_mean",
     "paired_bootstrap_ci",
     "paired_randomization_test",
+    "resamples_bytes",
+    "resamples_problem",
 ]
 
 _BATCH_ELEMENTS = 1 << 22  # resample batch size in array elements (≈ 32 MB of float64)
@@ -229,6 +233,8 @@ def paired_bootstrap_ci(
     lo_q, hi_q = alpha, 1.0 - alpha
     used = "percentile"
     if method == "BCa":
+        from scipy import special  # loaded when an interval is computed
+
         # scipy.stats._resampling._bca_interval, with the jackknife of the mean in closed form
         below = np.count_nonzero(means < theta) + np.count_nonzero(means <= theta)
         z0 = special.ndtri(below / (2.0 * len(means)))
@@ -339,3 +345,159 @@ def delta_significance(
     out = asdict(ci)
     out.update(p_value=test.p_value, exact=test.exact)
     return out
+
+
+# -- from counts: the same procedures on a histogram of the differences --------------------------
+
+
+def exact_mean(values: np.ndarray, counts: np.ndarray) -> float:
+    """The mean of ``values`` each repeated ``counts`` times, correctly rounded.
+
+    Why: a mean accumulated block by block in floating point depends on the blocks; summed
+    exactly it does not, so any split of an evaluation gives the same figure.
+
+    Examples
+    --------
+    >>> exact_mean(np.array([0.1, 0.2]), np.array([1, 2]))  # (0.1 + 0.2 + 0.2) / 3
+    0.16666666666666669
+    """
+    n = int(np.sum(counts))
+    if n == 0:
+        raise ArecallError("a mean of no values")
+    total = sum(
+        (Fraction(float(v)) * int(c) for v, c in zip(values, counts, strict=True)), Fraction(0)
+    )
+    return float(total / n)
+
+
+def delta_significance_counts(
+    values: np.ndarray,
+    counts: np.ndarray,
+    *,
+    confidence: float = 0.95,
+    n_resamples: int = 9999,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """`delta_significance` of differences given as a histogram: distinct ``values`` of
+    a − b, each seen ``counts`` times (what an evaluation too large to keep per pair keeps).
+
+    The bootstrap draws counts per distinct value (a multinomial) and the randomization test
+    sign counts per distinct magnitude (binomials), as `delta_significance` does when values
+    repeat — exactly the distribution of resampling the pairs themselves; the observed mean
+    is exact (`exact_mean`). Up to 20 pairs, the pairs are rebuilt and the exact test used.
+
+    Examples
+    --------
+    >>> s = delta_significance_counts(np.array([0.0, 0.5]), np.array([30, 10]))
+    >>> s["mean_diff"], s["n"], s["low"] <= 0.125 <= s["high"]
+    (0.125, 40, True)
+    """
+    values = np.asarray(values, dtype=np.float64)
+    counts = np.asarray(counts, dtype=np.int64)
+    keep = counts > 0
+    values, counts = values[keep], counts[keep]
+    n = int(counts.sum())
+    if n == 0:
+        raise ArecallError("paired samples are empty")
+    if not np.all(np.isfinite(values)):
+        raise ArecallError("paired samples contain NaN or infinite values")
+    if n <= _MAX_EXACT:
+        d = np.repeat(values, counts)
+        return delta_significance(
+            d, np.zeros_like(d), confidence=confidence, n_resamples=n_resamples, seed=seed
+        )
+    _check_resamples(n_resamples)
+    problem = resamples_problem(n_resamples, confidence)
+    if problem is not None:
+        raise ArecallError(f"n_resamples={n_resamples}: {problem}")
+    order = np.argsort(values)
+    values, counts = values[order], counts[order]
+    theta = exact_mean(values, counts)
+    ci = _bca_from_counts(values, counts, n, theta, confidence, int(n_resamples), seed)
+    p_value = _randomization_from_counts(values, counts, n, theta, int(n_resamples), seed)
+    return {
+        "mean_diff": theta,
+        "low": ci[0],
+        "high": ci[1],
+        "confidence": confidence,
+        "n": n,
+        "method": ci[2],
+        "p_value": p_value,
+        "exact": False,
+    }
+
+
+def _bca_from_counts(
+    values: np.ndarray,
+    counts: np.ndarray,
+    n: int,
+    theta: float,
+    confidence: float,
+    n_resamples: int,
+    seed: int,
+) -> tuple[float, float, str]:
+    if len(values) == 1:
+        return float(values[0]), float(values[0]), "BCa"
+    rng = np.random.default_rng(seed)
+    p = counts / n
+
+    def draw(size: int) -> np.ndarray:
+        return np.asarray(rng.multinomial(n, p, size=size) @ values / n, dtype=np.float64)
+
+    means = _batched(n_resamples, len(values), draw)
+    alpha = (1.0 - confidence) / 2.0
+    lo_q, hi_q, used = alpha, 1.0 - alpha, "percentile"
+    from scipy import special
+
+    below = np.count_nonzero(means < theta) + np.count_nonzero(means <= theta)
+    z0 = special.ndtri(below / (2.0 * len(means)))
+    jack = (n * theta - values) / (n - 1)
+    dev = float(np.dot(counts, jack)) / n - jack
+    den = 6.0 * float(np.dot(counts, dev**2)) ** 1.5
+    accel = float(np.dot(counts, dev**3)) / den if den > 0 else np.nan
+    z_lo, z_hi = special.ndtri(alpha), special.ndtri(1.0 - alpha)
+    q_lo = special.ndtr(z0 + (z0 + z_lo) / (1.0 - accel * (z0 + z_lo)))
+    q_hi = special.ndtr(z0 + (z0 + z_hi) / (1.0 - accel * (z0 + z_hi)))
+    if np.isfinite(q_lo) and np.isfinite(q_hi):
+        lo_q, hi_q, used = float(q_lo), float(q_hi), "BCa"
+    low, high = np.percentile(means, [100.0 * lo_q, 100.0 * hi_q])
+    return float(low), float(high), used
+
+
+def _randomization_from_counts(
+    values: np.ndarray, counts: np.ndarray, n: int, theta: float, n_resamples: int, seed: int
+) -> float:
+    if theta == 0.0 or np.all(values == 0):
+        return 1.0
+    tol = max(1e-14, abs(theta) * 1e-14)
+    threshold = abs(theta) - tol
+    nonzero = values != 0
+    magnitudes, inverse = np.unique(np.abs(values[nonzero]), return_inverse=True)
+    weights = np.bincount(inverse.ravel(), weights=counts[nonzero], minlength=len(magnitudes))
+    per = weights.astype(np.int64)
+    total = float(np.dot(per, magnitudes))
+    rng = np.random.default_rng(seed)
+
+    def draw(size: int) -> np.ndarray:
+        positive = rng.binomial(per, 0.5, size=(size, len(per)))
+        return np.asarray((2.0 * positive @ magnitudes - total) / n, dtype=np.float64)
+
+    null = _batched(n_resamples, len(magnitudes), draw)
+    hits = int(np.count_nonzero(np.abs(null) >= threshold))
+    return float((hits + 1) / (len(null) + 1))
+
+
+#: Bytes per resample the bootstrap and the randomization test hold at once (the resampled
+#: means, their sorted copy for the percentiles, the null distribution).
+RESAMPLE_BYTES = 3 * 8
+
+
+def resamples_bytes(n_resamples: int) -> int:
+    """Memory the resampling of one interval holds for ``n_resamples`` resamples (bytes).
+
+    Examples
+    --------
+    >>> resamples_bytes(9999)
+    239976
+    """
+    return RESAMPLE_BYTES * int(n_resamples)

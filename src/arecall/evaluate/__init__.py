@@ -1,5 +1,10 @@
 """Evaluating an external system's runs: authorized metrics over TREC runs, and run fusion.
 
+Modules, in the order an evaluation runs: `inputs` (what is given, coerced), `kernels` (one
+block of queries, vectorised), `pairs` (the per-pair counts: kept, tallied or spilled),
+`result` (`Evaluation`), `report` (the text table), `evaluation` (`evaluate`, `compare`), and
+`fusion` (reciprocal rank fusion).
+
 Examples
 --------
 >>> from arecall.evaluate import evaluate

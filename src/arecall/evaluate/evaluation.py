@@ -36,35 +36,59 @@ count); ``gap@K`` = pre − post (≥ 0; nonzero only where the run is deeper th
 truncation), ``pre`` (before it) or ``as-is`` (the run is what the principal gets, unfiltered:
 the same ARecall as post, but the returned list keeps the unauthorized documents U@K counts).
 
-Everything is vectorised over CSR-like arrays (no Python loop per query): relevance is found by
-binary search on sorted ``query * n_docs + doc`` keys, and per-query sums are ``np.bincount``.
+How it runs, and where each part lives: a file is read a block of whole queries at a time
+(`arecall.io.trec.read_run`: memory holds a block, not the run; a pipe is read once), each
+block is reduced by the kernels (`arecall.evaluate.kernels`, vectorised: no Python loop per
+query or per row), the per-query values are kept and the per-pair counts kept, tallied or
+spilled (`arecall.evaluate.pairs`), and an `Evaluation` (`arecall.evaluate.result`) reads them;
+`arecall.evaluate.inputs` coerces what is given, `arecall.evaluate.report` writes the table.
+Blocks, engines and block sizes never change a figure: counts are integers, every float is
+computed from them one way, and every mean over more pairs than are kept is summed exactly.
 """
 
 from __future__ import annotations
 
-import copy
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import cached_property
-from pathlib import Path
-from typing import Any
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
-import scipy.sparse as sp
 
 from arecall.core.engine import Engine, LocalEngine
 from arecall.core.errors import ArecallError
-from arecall.core.measures import EVALUATE, Kind, column, shown
-from arecall.core.placement import PLACEMENTS, Placement
-from arecall.core.ragged import expand, positions_in_groups, positions_in_runs
-from arecall.core.significance import delta_significance
-from arecall.io.acl import read_acl_lines, read_groups
-from arecall.io.ids import encode, index_in
-from arecall.io.trec import Qrels, Run, Ties, load_qrels, load_run
+from arecall.core.placement import PLACEMENTS
+from arecall.core.significance import delta_significance, delta_significance_counts, exact_mean
+from arecall.evaluate.inputs import (
+    DEFAULTS,
+    Retriever,
+    RunSource,
+    as_acl,
+    as_qrels,
+    parse_ks,
+    run_source,
+)
+from arecall.evaluate.kernels import (
+    AUTHORIZED_MEASURES,
+    STANDARD_MEASURES,
+    Judgments,
+    Prepared,
+    authorization_tables,
+    joined,
+    missing,
+    pair_counts,
+    pair_inputs,
+    prepare,
+    standard,
+)
+from arecall.evaluate.pairs import Retained, Spill, Tallies, pair_values, retains
+from arecall.evaluate.result import Core, Evaluation
+from arecall.io.acl import Acl, load_acl
+from arecall.io.text import BLOCK
+from arecall.io.trec import Qrels, Run, RunNotGrouped, Ties
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "AUTHORIZED_MEASURES",
@@ -77,829 +101,157 @@ __all__ = [
     "parse_ks",
 ]
 
-#: Per-query measures, authorization-blind (ranx's and trec_eval's ``trec`` convention).
-STANDARD_MEASURES = tuple(m.name for m in EVALUATE.values() if m.kind == Kind.STANDARD)
-#: Per query-principal pair measures (the seed's ``vacuous`` convention), with an ACL.
-AUTHORIZED_MEASURES = tuple(m.name for m in EVALUATE.values() if m.kind == Kind.AUTHORIZED)
+#: Bytes of per-pair temporaries (the kernels' working arrays) per block of principals.
+_PAIR_BYTES = 1 << 28
 
-Retriever = Callable[[str], Iterable[Any]]
 
-
-# -- ACL -----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, eq=False)
-class Acl:
-    """Which principal may use which document; deny by default.
-
-    Attributes
-    ----------
-    principals : tuple of str
-    doc_ids : pyarrow.StringArray
-        Documents the ACL names.
-    grants : scipy.sparse.csr_matrix of bool, shape (n_principals, n_docs)
-
-    Examples
-    --------
-    >>> acl = Acl.from_mapping({"alice": ["d1", "d2"], "bob": []})
-    >>> sorted(acl.allowed("alice")), acl.allowed("bob"), acl.allowed("carol")
-    (['d1', 'd2'], set(), set())
-    """
-
-    principals: tuple[str, ...]
-    doc_ids: pa.Array
-    grants: sp.csr_matrix
-
-    @classmethod
-    def from_mapping(
-        cls, grants: Mapping[str, Iterable[str]], principals: Sequence[str] | None = None
-    ) -> Acl:
-        """Build from ``{principal: doc ids}``; ``principals`` defaults to the mapping's keys.
-
-        Examples
-        --------
-        >>> Acl.from_mapping({"a": ["x"]}, principals=["a", "b"]).principals
-        ('a', 'b')
-        """
-        names = tuple(str(p) for p in (principals if principals is not None else grants))
-        docs: list[str] = []
-        granted_to: list[str] = []
-        for p, granted in grants.items():
-            listed = [str(d) for d in granted]
-            docs += listed
-            granted_to += [str(p)] * len(listed)
-        return _acl_from_pairs(docs, granted_to, names, {}, None)
-
-    def allowed(self, principal: str) -> set[str]:
-        """The documents ``principal`` may use (empty for an unknown principal)."""
-        if principal not in self.principals:
-            return set()
-        row = self.grants[self.principals.index(principal)]
-        return set(self.doc_ids.take(pa.array(row.indices)).to_pylist())
-
-    def mask(self, principal: int, doc_ids: pa.Array) -> np.ndarray:
-        """Boolean array: may principal number ``principal`` use each of ``doc_ids``?"""
-        return self._mask_codes(principal, index_in(doc_ids, self.doc_ids))
-
-    def _mask_codes(self, principal: int, codes: np.ndarray) -> np.ndarray:
-        dense = np.zeros(len(self.doc_ids) + 1, dtype=bool)  # last slot: "not in the ACL"
-        dense[self.grants[principal].indices] = True
-        return dense[np.where(codes >= 0, codes, len(self.doc_ids))]
-
-
-def _acl_from_pairs(
-    docs: Sequence[str] | pa.Array,
-    names: Sequence[str] | pa.Array,
-    principals: Sequence[str],
-    groups: Mapping[str, set[str]],
-    origin: tuple[Path, Sequence[int] | np.ndarray] | None,
-) -> Acl:
-    """ACL lines (docs[i], names[i]), a name being a principal or a group; ``groups`` maps a
-    principal to its groups; ``origin`` = (file, line numbers) enables the name checks."""
-    if len(set(principals)) != len(principals):
-        dup = next(p for p in principals if list(principals).count(p) > 1)
-        raise ArecallError(f"principal {dup!r} is listed twice")
-    index = {p: i for i, p in enumerate(principals)}
-    doc_codes, doc_vocab = encode(docs)
-    name_codes, name_vocab = encode(names)
-    name_list = name_vocab.to_pylist()
-    if origin is not None:
-        group_names = {g for gs in groups.values() for g in gs}
-        unknown = [i for i, n in enumerate(name_list) if n not in index and n not in group_names]
-        if unknown:
-            row = int(np.flatnonzero(np.isin(name_codes, unknown))[0])
-            what = "a listed principal nor a group" if group_names else "a listed principal"
-            raise ArecallError(
-                f"{origin[0]}: line {origin[1][row]}: {name_list[name_codes[row]]!r} is neither "
-                f"{what} (principals: {', '.join(principals) or 'none'})"
-            )
-    # name × doc incidence, then principal × name membership (itself, or one of its groups)
-    incidence = sp.csr_matrix(
-        (np.ones(len(doc_codes), dtype=np.int32), (name_codes, doc_codes)),
-        shape=(len(name_list), len(doc_vocab)),
-    )
-    name_ids = {n: i for i, n in enumerate(name_list)}
-    rows, cols = [], []
-    for p, i in index.items():
-        for name in {p} | set(groups.get(p, ())):
-            if name in name_ids:
-                rows.append(i)
-                cols.append(name_ids[name])
-    member = sp.csr_matrix(
-        (np.ones(len(rows), dtype=np.int32), (rows, cols)), shape=(len(index), len(name_ids))
-    )
-    grants = (member @ incidence).astype(bool).tocsr()
-    grants.sort_indices()
-    return Acl(tuple(principals), doc_vocab, grants)
-
-
-def load_acl(
-    path: str | os.PathLike[str],
-    *,
-    groups: str | os.PathLike[str] | None = None,
-    principals: Sequence[str] | None = None,
-) -> Acl:
-    """Read an ACL TSV (``doc_id<TAB>principal`` lines) and optionally a groups TSV.
-
-    An ACL line may name a principal or, when ``groups`` is given (``principal<TAB>group``
-    lines), a group: every member may then use the document. A document the ACL does not list
-    is authorized to nobody. Both files are read by `arecall.io.acl` (the reader the corpus
-    sources use): header lines, comments, BOM, CRLF, gzip and errors are handled as there.
-
-    Parameters
-    ----------
-    path : path-like
-    groups : path-like, optional
-    principals : sequence of str, optional
-        The principals to evaluate. When given, an ACL line naming anything else (that is not
-        a group) is an error; when omitted, they are every non-group name in the ACL and every
-        principal in the groups file, sorted.
-
-    Examples
-    --------
-    >>> import tempfile, pathlib
-    >>> d = pathlib.Path(tempfile.mkdtemp())
-    >>> _ = (d / "acl.tsv").write_text("d1\\tstaff\\nd2\\tbob\\n")
-    >>> _ = (d / "groups.tsv").write_text("alice\\tstaff\\nbob\\tstaff\\n")
-    >>> acl = load_acl(d / "acl.tsv", groups=d / "groups.tsv")
-    >>> acl.principals, sorted(acl.allowed("bob")), sorted(acl.allowed("alice"))
-    (('alice', 'bob'), ['d1', 'd2'], ['d1'])
-    """
-    grants = read_acl_lines(path)
-    membership: dict[str, set[str]] = {}
-    if groups is not None:
-        pairs = read_groups(groups)
-        for principal, group in zip(pairs.first.to_pylist(), pairs.second.to_pylist(), strict=True):
-            membership.setdefault(principal, set()).add(group)
-    group_names = {g for gs in membership.values() for g in gs}
-    if principals is None:
-        named = set(pc.unique(grants.second).to_pylist())
-        principals = sorted({n for n in named if n not in group_names} | set(membership))
-    return _acl_from_pairs(
-        grants.first, grants.second, list(principals), membership, (grants.path, grants.lines)
-    )
-
-
-def _as_acl(acl: Any, principals: Sequence[str] | None, groups: Any) -> Acl | None:
-    if acl is None:
-        if principals is not None or groups is not None:
-            raise ArecallError("principals or groups were given without an ACL")
-        return None
-    if isinstance(acl, Acl):
-        if groups is not None:
-            raise ArecallError("groups apply when reading an ACL file, not to an Acl object")
-        if principals is None:
-            return acl
-        keep = tuple(principals)
-        empty = sp.csr_matrix((1, len(acl.doc_ids)), dtype=bool)
-        rows = [acl.grants[acl.principals.index(p)] if p in acl.principals else empty for p in keep]
-        grants = (
-            sp.vstack(rows, format="csr")
-            if rows
-            else sp.csr_matrix((0, len(acl.doc_ids)), dtype=bool)
-        )
-        return Acl(keep, acl.doc_ids, sp.csr_matrix(grants, dtype=bool))
-    if isinstance(acl, Mapping):
-        return Acl.from_mapping(acl, principals)
-    return load_acl(acl, groups=groups, principals=principals)
-
-
-# -- inputs --------------------------------------------------------------------------------------
-
-
-def _as_qrels(qrels: Any) -> Qrels:
-    if isinstance(qrels, Qrels):
-        return qrels
-    if isinstance(qrels, Mapping):
-        return Qrels.from_dict(qrels)
-    return load_qrels(qrels)
-
-
-def _as_run(run: Any, qrels: Qrels, ties: Ties) -> Run:
-    if isinstance(run, Run):
-        return run
-    if isinstance(run, Mapping):
-        return Run.from_dict(run, ties=ties)
-    if isinstance(run, str | os.PathLike):
-        loaded = load_run(run, ties=ties)
-        if not (index_in(loaded.query_ids, qrels.query_ids) >= 0).any():
-            raise ArecallError(
-                f"{run}: no query id matches the qrels ({loaded.n_queries} queries in the run)"
-            )
-        return loaded
-    if callable(run):
-        rankings = {}
-        for qid in qrels.query_ids.to_pylist():
-            ranked = list(run(qid))
-            if ranked:
-                rankings[qid] = ranked
-        if not rankings:
-            raise ArecallError("the retriever returned nothing for every judged query")
-        return Run.from_rankings(rankings, name=getattr(run, "__name__", "retriever"))
-    raise ArecallError(
-        f"cannot evaluate a {type(run).__name__}: expected a Run, a {{qid: {{docid: score}}}} "
-        "dict, a TREC run path or a callable query_id -> ranked doc ids"
-    )
-
-
-def parse_ks(k: Iterable[int] | str) -> tuple[int, ...]:
-    """Cutoffs as a sorted tuple of distinct positive ints (``"1,3,5"`` is accepted).
-
-    Examples
-    --------
-    >>> parse_ks("10,1,5"), parse_ks([3])
-    ((1, 5, 10), (3,))
-    """
-    items = [x.strip() for x in k.split(",")] if isinstance(k, str) else list(k)
-    out = []
-    for item in items:
-        try:
-            value = int(item)
-            if isinstance(item, float | str) and str(value) != str(item).strip():
-                raise ValueError
-        except (TypeError, ValueError):
-            raise ArecallError(f"k: {item!r} is not a positive integer") from None
-        if value <= 0:
-            raise ArecallError(f"k: {item!r} is not a positive integer")
-        out.append(value)
-    if not out:
-        raise ArecallError("k: no cutoffs given")
-    return tuple(sorted(set(out)))
-
-
-# -- the vectorised core -------------------------------------------------------------------------
-
-
-def _ratio(num: np.ndarray, den: np.ndarray, empty: float | None) -> np.ndarray:
-    """num / den, ``empty`` (the measure's R = ∅ value) where den == 0."""
-    den = np.asarray(den, dtype=np.float64)
-    safe = np.where(den > 0, den, 1.0)
-    return np.where(den > 0, num / safe, np.nan if empty is None else empty)
-
-
-def _bincount(index: np.ndarray, n: int, weights: np.ndarray | None = None) -> np.ndarray:
-    return np.bincount(index, weights=weights, minlength=n).astype(np.float64)[:n]
-
-
-@dataclass
-class _Rows:
-    """Run rows of evaluated queries (all kept, or only the relevant ones), in eval indices."""
-
-    query: np.ndarray  # eval index per row
-    rank: np.ndarray  # 0-based position in the unfiltered ranking
-    row: np.ndarray  # row index into the run
-
-
-@dataclass
-class _Hits(_Rows):
-    """The relevant rows among the kept ones, with what the standard measures need."""
-
-    grade: np.ndarray  # relevance grade, float
-    nth: np.ndarray  # 0-based count of relevant rows before, same query
-
-
-@dataclass
-class _Judgments:
-    """The qrels in eval indices: relevant rows, the ideal ordering and the lookup keys."""
-
-    row_query: np.ndarray  # eval index of every qrels row
-    is_relevant: np.ndarray  # per qrels row: relevance >= 1
-    n_relevant: np.ndarray  # per eval query
-    ideal_query: np.ndarray  # relevant rows by (query, grade descending)
-    ideal_grade: np.ndarray
-    ideal_pos: np.ndarray  # 0-based position in the ideal ordering of its query
-    keys: np.ndarray  # sorted query * n_docs + doc of the relevant rows
-    gains: np.ndarray  # grade per key
-    n_docs: int
-
-
-@dataclass
-class _Core:
-    query_ids: list[str]
-    group: np.ndarray  # run group per eval query, -1 if missing from the run
-    depth: np.ndarray
-    n_relevant: np.ndarray
-    standard: dict[str, np.ndarray]  # measure -> (n_queries, n_ks)
-    authorized: dict[str, np.ndarray] = field(default_factory=dict)  # -> (P, n_queries, n_ks)
-    n_authorized_relevant: np.ndarray | None = None  # (P, n_queries)
-    run_queries_not_judged: int = 0
-
-
-def _align(run: Run, qrels: Qrels) -> tuple[pa.Array, np.ndarray, np.ndarray, int]:
-    """Eval order (judged query ids, sorted), each qrels group's eval index, each eval query's
-    run group (-1: missing from the run) and the number of run queries without judgments."""
-    nq = qrels.n_queries
-    order = np.asarray(pc.sort_indices(qrels.query_ids).to_numpy(), dtype=np.int64)
-    eval_ids = qrels.query_ids.take(pa.array(order))
-    eval_of_qgroup = np.empty(nq, dtype=np.int64)
-    eval_of_qgroup[order] = np.arange(nq)
-    run_eval = index_in(run.query_ids, eval_ids)
-    judged = run_eval >= 0
-    group = np.full(nq, -1, dtype=np.int64)
-    group[run_eval[judged]] = np.flatnonzero(judged)
-    return eval_ids, eval_of_qgroup, group, int(np.count_nonzero(~judged))
-
-
-def _judgments(qrels: Qrels, eval_of_qgroup: np.ndarray) -> _Judgments:
-    nq = qrels.n_queries
-    qe = np.repeat(eval_of_qgroup, np.diff(qrels.offsets))
-    is_rel = qrels.relevance >= 1
-    rel_q, rel_g, rel_doc = qe[is_rel], qrels.relevance[is_rel], qrels.doc_codes[is_rel]
-    n_rel = np.bincount(rel_q, minlength=nq)
-    ideal = np.lexsort((-rel_g, rel_q))
-    n_docs = max(len(qrels.doc_ids), 1)
-    keys = rel_q * n_docs + rel_doc
-    key_order = np.argsort(keys, kind="stable")
-    return _Judgments(
-        row_query=qe,
-        is_relevant=is_rel,
-        n_relevant=n_rel,
-        ideal_query=rel_q[ideal],
-        ideal_grade=rel_g[ideal].astype(np.float64),
-        ideal_pos=positions_in_groups(n_rel),
-        keys=keys[key_order],
-        gains=rel_g[key_order],
-        n_docs=n_docs,
-    )
-
-
-def _kept_rows(run: Run, group: np.ndarray, lengths: np.ndarray) -> _Rows:
-    """The first ``lengths[q]`` run rows of every eval query present in the run."""
-    present = group >= 0
-    starts, kept = run.offsets[group[present]], lengths[present]
-    return _Rows(
-        query=np.repeat(np.flatnonzero(present), kept),
-        rank=positions_in_groups(kept),
-        row=expand(starts, kept),
-    )
-
-
-def _relevant_hits(run: Run, rows: _Rows, qrels: Qrels, judg: _Judgments) -> _Hits:
-    """The kept rows judged relevant (relevance of cell (query, doc) by binary search)."""
-    grade = np.zeros(len(rows.row), dtype=np.int64)
-    if len(judg.keys) and len(rows.row):
-        code = index_in(run.doc_ids, qrels.doc_ids)[run.doc_codes[rows.row]]
-        probe = rows.query * judg.n_docs + np.maximum(code, 0)
-        pos = np.minimum(np.searchsorted(judg.keys, probe), len(judg.keys) - 1)
-        found = (judg.keys[pos] == probe) & (code >= 0)
-        grade = np.where(found, judg.gains[pos], 0)
-    hit = np.flatnonzero(grade > 0)
-    query = rows.query[hit]
-    return _Hits(
-        query=query,
-        rank=rows.rank[hit],
-        row=rows.row[hit],
-        grade=grade[hit].astype(np.float64),
-        nth=positions_in_runs(query),
-    )
-
-
-def _standard(hits: _Hits, judg: _Judgments, ks: tuple[int, ...]) -> dict[str, np.ndarray]:
-    """Every standard measure per (eval query, K), each R = ∅ value from the registry."""
-    nq = len(judg.n_relevant)
-    n_rel, hq, hrank, hrel = judg.n_relevant, hits.query, hits.rank, hits.grade
-    first = hits.nth == 0
-    discount = 1.0 / np.log2(hrank + 2.0)
-    ideal_discount = 1.0 / np.log2(judg.ideal_pos + 2.0)
-    ideal_g = judg.ideal_grade
-    std = {m: np.zeros((nq, len(ks))) for m in STANDARD_MEASURES}
-    empty = {m: EVALUATE[m].empty for m in STANDARD_MEASURES}
-    for j, k in enumerate(ks):
-        m = hrank < k
-        n_hits = _bincount(hq[m], nq)
-        std["recall"][:, j] = _ratio(n_hits, n_rel, empty["recall"])
-        std["precision"][:, j] = n_hits / k
-        std["hit_rate"][:, j] = n_hits > 0
-        im = judg.ideal_pos < k
-        for name, gain, igain in (
-            ("ndcg", hrel, ideal_g),
-            ("ndcg_exp", 2.0**hrel - 1.0, 2.0**ideal_g - 1.0),
-        ):
-            dcg = _bincount(hq[m], nq, (gain * discount)[m])
-            idcg = _bincount(judg.ideal_query[im], nq, (igain * ideal_discount)[im])
-            std[name][:, j] = _ratio(dcg, idcg, empty[name])
-        firsts = m & first
-        std["mrr"][:, j] = _bincount(hq[firsts], nq, 1.0 / (hrank[firsts] + 1.0))
-        ap = _bincount(hq[m], nq, ((hits.nth + 1.0) / (hrank + 1.0))[m])
-        std["map"][:, j] = _ratio(ap, n_rel, empty["map"])
-    return std
-
-
-def _compute(
-    run: Run,
-    qrels: Qrels,
-    ks: tuple[int, ...],
-    acl: Acl | None,
-    placement: str,
-    engine: Engine | None = None,
-) -> _Core:
-    """Every measure for every judged query (and principal), from the run's flat arrays."""
-    eval_ids, eval_of_qgroup, group, not_judged = _align(run, qrels)
-    depth = np.where(group >= 0, run.depths[np.maximum(group, 0)], 0)
-    judg = _judgments(qrels, eval_of_qgroup)
-    # the pre placement needs every row, not just the first kmax
-    rows = _kept_rows(run, group, depth if acl is not None else np.minimum(depth, ks[-1]))
-    hits = _relevant_hits(run, rows, qrels, judg)
-    core = _Core(
-        query_ids=eval_ids.to_pylist(),
-        group=group,
-        depth=depth,
-        n_relevant=judg.n_relevant,
-        standard=_standard(hits, judg, ks),
-        run_queries_not_judged=not_judged,
-    )
-    if acl is not None:
-        starts = run.offsets[np.maximum(group, 0)]
-        _authorized(core, run, qrels, acl, ks, placement, judg, hits, rows, starts, engine)
-    return core
-
-
-def _authorized(
-    core: _Core,
-    run: Run,
-    qrels: Qrels,
-    acl: Acl,
-    ks: tuple[int, ...],
-    placement: str,
-    judg: _Judgments,
-    hits: _Rows,
-    every: _Rows,
-    starts: np.ndarray,
-    engine: Engine | None = None,
-) -> None:
-    """The authorized measures per (principal, eval query, K), by blocks of principals.
-
-    Each block needs the run's and qrels' arrays (the same for every block: sent once to each
-    worker of a cluster) and its principals' ACL rows; the blocks' arrays are joined in order,
-    so the result does not depend on the engine or the block size.
-    """
-    nq, n_p = len(core.query_ids), len(acl.principals)
-    top = every.rank < ks[-1]
-    shared = {
-        "ks": ks,
-        "nq": nq,
-        "n_acl_docs": len(acl.doc_ids),
-        "run_codes": index_in(run.doc_ids, acl.doc_ids)[run.doc_codes],  # ACL code per run row
-        "qrel_codes": index_in(qrels.doc_ids, acl.doc_ids)[qrels.doc_codes],
-        "relevant_query": judg.row_query[judg.is_relevant],
-        "relevant_rows": np.flatnonzero(judg.is_relevant),
-        "hit_query": hits.query,
-        "hit_rank": hits.rank,
-        "hit_row": hits.row,
-        "hit_start": starts[hits.query],  # first run row of each hit's query
-        "top_q": every.query[top],
-        "top_rank": every.rank[top],
-        "top_row": every.row[top],
-    }
-    runner = engine if engine is not None else LocalEngine()
-    size = max(1, _BLOCK_CELLS // max(1, len(run.doc_codes)))
-    parts = runner.map_blocks(
-        _authorized_block,
-        n_p,
-        shared=shared,
-        block_data=lambda s, e: acl.grants[s:e],
-        size=size,
-    )
-    names = ("arecall_post", "arecall_pre", "unusable", "n_auth")
-    joined = {
-        name: np.concatenate([part[name] for part in parts])
-        if parts
-        else np.zeros((0, nq, len(ks)) if name != "n_auth" else (0, nq))
-        for name in names
-    }
-    n_auth = joined.pop("n_auth").astype(np.int64)
-    out: dict[str, np.ndarray] = {m: np.zeros((n_p, nq, len(ks))) for m in AUTHORIZED_MEASURES}
-    out.update(joined)
-    out["gap"] = out["arecall_pre"] - out["arecall_post"]
-    out["arecall"] = out["arecall_pre" if placement == Placement.PRE else "arecall_post"].copy()
-    core.authorized = out
-    core.n_authorized_relevant = n_auth
-
-
-#: Run rows × principals per local block of `_authorized`.
-_BLOCK_CELLS = 1 << 24
-
-
-def _authorized_block(
-    start: int,
-    stop: int,
-    grants: sp.csr_matrix,
-    *,
-    ks: tuple[int, ...],
-    nq: int,
-    n_acl_docs: int,
-    run_codes: np.ndarray,
-    qrel_codes: np.ndarray,
-    relevant_query: np.ndarray,
-    relevant_rows: np.ndarray,
-    hit_query: np.ndarray,
-    hit_rank: np.ndarray,
-    hit_row: np.ndarray,
-    hit_start: np.ndarray,
-    top_q: np.ndarray,
-    top_rank: np.ndarray,
-    top_row: np.ndarray,
-) -> dict[str, np.ndarray]:
-    """ARecall post and pre, U@K and |R_A| of principals ``start … stop − 1`` (one at a time)."""
-    n_b, n_k = stop - start, len(ks)
-    empty = EVALUATE["arecall_post"].empty, EVALUATE["arecall_pre"].empty
-    out = {m: np.zeros((n_b, nq, n_k)) for m in ("arecall_post", "arecall_pre", "unusable")}
-    n_auth = np.zeros((n_b, nq), dtype=np.int64)
-    dense = np.zeros(n_acl_docs + 1, dtype=bool)  # last slot: "not in the ACL"
-    run_slot = np.where(run_codes >= 0, run_codes, n_acl_docs)
-    qrel_slot = np.where(qrel_codes >= 0, qrel_codes, n_acl_docs)[relevant_rows]
-    for i in range(n_b):
-        dense[:] = False
-        dense[grants.indices[grants.indptr[i] : grants.indptr[i + 1]]] = True
-        allowed_row = dense[run_slot]
-        before = np.cumsum(allowed_row) - allowed_row  # authorized rows before, whole run
-        auth_rank = before[hit_row] - before[hit_start]
-        hit_ok = allowed_row[hit_row]
-        ra = np.bincount(relevant_query[dense[qrel_slot]], minlength=nq)
-        n_auth[i] = ra
-        denied_top = ~allowed_row[top_row]
-        for j, k in enumerate(ks):
-            post = _bincount(hit_query[hit_ok & (hit_rank < k)], nq)
-            pre = _bincount(hit_query[hit_ok & (auth_rank < k)], nq)
-            out["arecall_post"][i, :, j] = _ratio(post, ra, empty[0])
-            out["arecall_pre"][i, :, j] = _ratio(pre, ra, empty[1])
-            out["unusable"][i, :, j] = _bincount(top_q[denied_top & (top_rank < k)], nq) / k
-    return {**out, "n_auth": n_auth}
-
-
-# -- results -------------------------------------------------------------------------------------
-
-
-def _mean(x: np.ndarray) -> float | None:
-    return float(x.mean()) if x.size else None
-
-
-class Evaluation:
-    """The result of `evaluate`: per-query(-principal) rows, a summary, the worst pairs.
-
-    Attributes
-    ----------
-    ks : tuple of int
-    placement : str
-    principals : tuple of str
-        Empty without an ACL.
-    per_query : pandas.DataFrame
-        One row per judged query: ``query_id``, ``n_relevant``, ``depth`` (results in the
-        run) and ``<measure>@<k>`` for every standard measure.
-    per_pair : pandas.DataFrame or None
-        With an ACL, one row per (principal, query): ``n_authorized_relevant`` and
-        ``<measure>@<k>`` for ``arecall``, ``arecall_post``, ``arecall_pre``, ``gap``,
-        ``unusable``.
-    """
+class _Accumulator:
+    """What the blocks of one run add up to: per-query values and the per-pair store."""
 
     def __init__(
         self,
-        run: Run,
-        qrels: Qrels,
+        judg: Judgments,
         acl: Acl | None,
-        ks: tuple[int, ...],
         placement: str,
-        core: _Core,
-        significance: Mapping[str, Any],
+        engine: Engine,
+        keep_pairs: bool,
     ) -> None:
-        self.run, self.qrels, self.acl = run, qrels, acl
-        self.ks, self.placement = ks, placement
-        self.principals: tuple[str, ...] = acl.principals if acl is not None else ()
-        self._core = core
-        self._significance = dict(significance)
-
-    # tables ----------------------------------------------------------------------------------
-
-    @cached_property
-    def per_query(self) -> pd.DataFrame:
-        c = self._core
-        data: dict[str, Any] = {
-            "query_id": c.query_ids,
-            "n_relevant": c.n_relevant,
-            "depth": c.depth,
-        }
-        for m in STANDARD_MEASURES:
-            for j, k in enumerate(self.ks):
-                data[column(m, k)] = c.standard[m][:, j]
-        return pd.DataFrame(data)
-
-    @cached_property
-    def per_pair(self) -> pd.DataFrame | None:
-        c = self._core
-        if self.acl is None or c.n_authorized_relevant is None:
-            return None
-        n_p, nq = len(self.principals), len(c.query_ids)
-        data: dict[str, Any] = {
-            "principal": np.repeat(np.asarray(self.principals, dtype=object), nq),
-            "query_id": np.tile(np.asarray(c.query_ids, dtype=object), n_p),
-            "n_relevant": np.tile(c.n_relevant, n_p),
-            "n_authorized_relevant": c.n_authorized_relevant.ravel(),
-            "depth": np.tile(c.depth, n_p),
-        }
-        for m in AUTHORIZED_MEASURES:
-            for j, k in enumerate(self.ks):
-                data[column(m, k)] = c.authorized[m][:, :, j].ravel()
-        return pd.DataFrame(data)
-
-    @property
-    def rows(self) -> pd.DataFrame:
-        """`per_pair` with an ACL, else `per_query`."""
-        return self.per_pair if self.per_pair is not None else self.per_query
-
-    def values(self, measure: str, k: int) -> np.ndarray:
-        """Per-query (standard measure) or per-pair (authorized measure) values at ``k``."""
-        j = self._k_index(k)
-        if measure in STANDARD_MEASURES:
-            return self._core.standard[measure][:, j]
-        if measure in AUTHORIZED_MEASURES and self._core.authorized:
-            return self._core.authorized[measure][:, :, j].ravel()
-        raise ArecallError(f"unknown measure {measure!r} for this evaluation")
-
-    def _k_index(self, k: int) -> int:
-        if k not in self.ks:
-            raise ArecallError(f"k={k} was not evaluated (ks: {', '.join(map(str, self.ks))})")
-        return self.ks.index(k)
-
-    # summary ---------------------------------------------------------------------------------
-
-    @cached_property
-    def _summary(self) -> dict[str, Any]:
-        c = self._core
-        out: dict[str, Any] = {
-            "run": self.run.name,
-            "queries": len(c.query_ids),
-            "queries_without_relevant": int(np.count_nonzero(c.n_relevant == 0)),
-            "queries_missing_from_run": int(np.count_nonzero(c.group < 0)),
-            "run_queries_not_judged": c.run_queries_not_judged,
-        }
-        if self.acl is not None and c.n_authorized_relevant is not None:
-            nonempty = (c.n_authorized_relevant > 0).ravel()
-            out.update(
-                placement=self.placement,
-                principals=list(self.principals),
-                pairs=int(nonempty.size),
-                pairs_without_authorized_relevant=int(np.count_nonzero(~nonempty)),
-            )
-        out["k"] = {}
-        for j, k in enumerate(self.ks):
-            row: dict[str, Any] = {
-                m: float(c.standard[m][:, j].mean()) if len(c.query_ids) else None
-                for m in STANDARD_MEASURES
-            }
-            if self.acl is not None and c.n_authorized_relevant is not None:
-                nonempty = (c.n_authorized_relevant > 0).ravel()
-                for m in AUTHORIZED_MEASURES:
-                    values = c.authorized[m][:, :, j].ravel()
-                    row[m] = _mean(values)
-                    if EVALUATE[m].restricted:
-                        row[EVALUATE[m].nonempty_key] = _mean(values[nonempty])
-                row["n_nonempty"] = int(np.count_nonzero(nonempty))
-                row["n_deeper"] = int(np.count_nonzero(c.depth > k)) * len(self.principals)
-                if self._significance.get("enabled", True) and nonempty.size:
-                    pre = c.authorized["arecall_pre"][:, :, j].ravel()
-                    post = c.authorized["arecall_post"][:, :, j].ravel()
-                    sig = {"gap": _delta(pre, post, self._significance)}
-                    if nonempty.any():
-                        sig["gap_nonempty"] = _delta(
-                            pre[nonempty], post[nonempty], self._significance
-                        )
-                    row["significance"] = sig
-            out["k"][str(k)] = row
-        return out
-
-    def summary(self) -> dict[str, Any]:
-        """Means per K and the counts behind them, as a JSON-ready dict.
-
-        Top level: ``run``, ``queries``, ``queries_without_relevant`` (scored 0, in the means),
-        ``queries_missing_from_run`` (scored 0), ``run_queries_not_judged`` (ignored); with an
-        ACL also ``placement``, ``principals``, ``pairs`` and
-        ``pairs_without_authorized_relevant``. ``k`` maps each cutoff (as a string) to the mean
-        of every measure; with an ACL also the ``*_nonempty`` restricted means, ``n_nonempty``,
-        ``n_deeper`` (pairs whose run is deeper than K, where the gap can be nonzero) and
-        ``significance`` → ``gap`` / ``gap_nonempty`` → paired bootstrap CI and randomization
-        p-value of Δ = pre − post (`arecall.core.significance.delta_significance`).
-        """
-        return copy.deepcopy(self._summary)
-
-    def summary_frame(self) -> pd.DataFrame:
-        """The per-K means as a DataFrame (one row per K), significance flattened."""
-        rows = []
-        for k, row in self._summary["k"].items():
-            flat = {"k": int(k)}
-            for key, value in row.items():
-                if key == "significance":
-                    for name, sig in value.items():
-                        for part in ("low", "high", "p_value"):
-                            flat[f"{name}_{part}"] = sig[part]
-                else:
-                    flat[key] = value
-            rows.append(flat)
-        return pd.DataFrame(rows)
-
-    def table(self) -> str:
-        """The summary as fixed-width text, in the layout of the seed's table."""
-        return _format_table(self._summary)
-
-    # debugging -------------------------------------------------------------------------------
-
-    def worst(self, n: int = 5, k: int | None = None) -> pd.DataFrame:
-        """The ``n`` lowest-scoring pairs at ``k`` (default: the largest K), to debug first.
-
-        Ranked by ``arecall@k`` with an ACL (over pairs with R_A ≠ ∅), else by ``recall@k``
-        (over queries with relevant documents); ties by query id then principal. Columns:
-        ``query_id``, ``principal`` (with an ACL), the measure, ``n_relevant``, ``returned``
-        (the ids the principal gets at K under the placement) and ``missed`` (relevant — and
-        authorized — ids not returned, most relevant first).
-
-        Examples
-        --------
-        >>> ev = evaluate({"q": {"a": 2.0, "b": 1.0}}, {"q": {"b": 1, "c": 1}}, k=[1])
-        >>> ev.worst(1)[["query_id", "recall@1", "returned", "missed"]].to_dict("records")
-        [{'query_id': 'q', 'recall@1': 0.0, 'returned': ['a'], 'missed': ['b', 'c']}]
-        """
-        k = self.ks[-1] if k is None else k
-        self._k_index(k)
-        frame = self.rows
-        if self.per_pair is not None:
-            measure, count = column("arecall", k), "n_authorized_relevant"
-            keys = ["query_id", "principal"]
-        else:
-            measure, count = column("recall", k), "n_relevant"
-            keys = ["query_id"]
-        picked = frame[frame[count] > 0].sort_values([measure, *keys], kind="stable").head(n)
-        returned, missed = [], []
-        for _, r in picked.iterrows():
-            got, miss = self._lists(str(r["query_id"]), r.get("principal"), k)
-            returned.append(got)
-            missed.append(miss)
-        cols = [*keys, measure, count]
-        out = picked[cols].reset_index(drop=True)
-        out["returned"] = returned
-        out["missed"] = missed
-        return out
-
-    def _lists(self, qid: str, principal: Any, k: int) -> tuple[list[str], list[str]]:
-        ranking = self.run.ranking(qid)
-        judged = self.qrels_for(qid)
-        relevant = sorted((d for d, r in judged.items() if r >= 1), key=lambda d: (-judged[d], d))
-        if self.acl is None or principal is None:
-            got = ranking[:k]
-        else:
-            ok = self.acl.allowed(str(principal))
-            relevant = [d for d in relevant if d in ok]
-            if self.placement == "pre":
-                got = [d for d in ranking if d in ok][:k]
-            elif self.placement == "post":
-                got = [d for d in ranking[:k] if d in ok]
+        nq, n_k = judg.n_queries, len(judg.ks)
+        self.judg, self.acl, self.placement, self.engine = judg, acl, placement, engine
+        self.standard = {m: np.zeros((nq, n_k)) for m in STANDARD_MEASURES}
+        self.present = np.zeros(nq, dtype=bool)
+        self.depth = np.zeros(nq, dtype=np.int64)
+        self.not_judged = 0
+        self.retained: Retained | None = None
+        self.tallies: Tallies | None = None
+        self.spill: Spill | None = None
+        self.granted_any = False  # the ACL grants a judged or retrieved document
+        self._tables: dict[tuple[int, int], tuple[np.ndarray, np.ndarray | None]] = {}
+        self._lock = threading.Lock()
+        if acl is not None:
+            n_p = len(acl.principals)
+            if retains(n_p * nq, n_k):
+                self.retained = Retained.empty(n_p, nq, n_k)
             else:
-                got = ranking[:k]
-        returned = set(got)
-        return got, [d for d in relevant if d not in returned]
+                self.tallies = Tallies(n_k)
+                if keep_pairs:
+                    self.spill = Spill(n_p, nq, n_k)
+            judged = acl.doc_patterns(judg.qrels.doc_ids)
+            self.granted_any = bool(acl.grants_anyone(judged).any())
 
-    def qrels_for(self, qid: str) -> dict[str, int]:
-        """The judgments of one query (empty if it has none)."""
-        g = int(index_in(pa.array([qid], type=pa.string()), self.qrels.query_ids)[0])
-        if g < 0:
-            return {}
-        lo, hi = int(self.qrels.offsets[g]), int(self.qrels.offsets[g + 1])
-        docs = self.qrels.doc_ids.take(pa.array(self.qrels.doc_codes[lo:hi])).to_pylist()
-        return dict(zip(docs, self.qrels.relevance[lo:hi].tolist(), strict=True))
+    def work(self, run: Run) -> tuple[Prepared, dict[str, np.ndarray] | None]:
+        """What a block needs computed; thread-safe, so blocks run side by side on this
+        machine's engine (a cluster's blocks run on the cluster: `add` asks it, in order)."""
+        prepared = prepare(run, self.judg, self.acl)
+        local = self.acl is not None and isinstance(self.engine, LocalEngine)
+        return prepared, self.counts(prepared) if local else None
+
+    def add(self, prepared: Prepared, counts: dict[str, np.ndarray] | None = None) -> None:
+        ev = prepared.eval_index
+        self.present[ev] = True
+        self.depth[ev] = prepared.depth
+        self.not_judged += prepared.not_judged
+        for m, values in standard(prepared, self.judg).items():
+            self.standard[m][ev] = values
+        if self.acl is not None:
+            self.granted_any = self.granted_any or prepared.rows_matched
+            if counts is None:
+                counts = self.counts(prepared)
+            for store in (self.retained, self.tallies, self.spill):
+                if store is not None:
+                    store.add(prepared.eval_index, counts)
+
+    def counts(self, prepared: Prepared) -> dict[str, np.ndarray]:
+        """Every pair's counts on one block (`arecall.evaluate.kernels.pair_counts`)."""
+        assert self.acl is not None
+        acl, ks = self.acl, self.judg.ks
+        n_q, n_k = prepared.n_queries, len(ks)
+        per_principal = 5 * len(prepared.hit_rank) + prepared.n_queries * (12 * n_k + ks[-1] + 4)
+        size = max(1, _PAIR_BYTES // max(per_principal, 1))
+
+        def tables(start: int, stop: int) -> tuple[np.ndarray, np.ndarray | None]:
+            with self._lock:
+                if (start, stop) not in self._tables:
+                    self._tables[(start, stop)] = authorization_tables(acl, start, stop)
+                return self._tables[(start, stop)]
+
+        parts = self.engine.map_blocks(
+            pair_counts,
+            len(acl.principals),
+            shared=pair_inputs(prepared, ks),
+            block_data=tables,
+            size=size,
+        )
+        return joined(parts, n_q, n_k)
+
+    def finish(self) -> Core:
+        absent = np.flatnonzero(~self.present)
+        if self.acl is not None and len(absent):
+            gone = missing(self.judg, absent, self.acl)
+            for store in (self.retained, self.tallies, self.spill):
+                if store is not None:
+                    store.add(gone.eval_index, self.counts(gone))
+        return Core(
+            query_ids=self.judg.query_ids.to_pylist(),
+            present=self.present,
+            depth=self.depth,
+            n_relevant=self.judg.n_relevant,
+            standard=self.standard,
+            run_queries_not_judged=self.not_judged,
+            retained=self.retained,
+            tallies=self.tallies,
+            spill=self.spill,
+        )
 
 
-def _delta(a: np.ndarray, b: np.ndarray, options: Mapping[str, Any]) -> dict[str, Any]:
-    return delta_significance(
-        a,
-        b,
-        confidence=options.get("confidence", 0.95),
-        n_resamples=options.get("n_resamples", 9999),
-        seed=options.get("seed", 0),
-    )
+def _accumulate(
+    source: RunSource,
+    judg: Judgments,
+    acl: Acl | None,
+    placement: str,
+    engine: Engine,
+    keep_pairs: bool,
+    *,
+    partitioned: bool,
+) -> tuple[_Accumulator, str]:
+    acc = _Accumulator(judg, acl, placement, engine, keep_pairs)
+    name = "arecall"
+    blocks = source.blocks_with(acc.work, partitioned=partitioned, workers=2)
+    for i, (run, worked) in enumerate(blocks):
+        if i == 0:
+            name = run.name
+        assert worked is not None
+        acc.add(*worked)
+    return acc, name
 
 
 def evaluate(
     run_or_retriever: Run | Mapping[str, Mapping[str, float]] | str | os.PathLike[str] | Retriever,
     qrels: Qrels | Mapping[str, Mapping[str, int]] | str | os.PathLike[str],
     acl: Acl | Mapping[str, Iterable[str]] | str | os.PathLike[str] | None = None,
-    k: Iterable[int] | str = (1, 3, 5, 10),
+    k: Iterable[int] | str = DEFAULTS.ks,
     *,
     principals: Sequence[str] | None = None,
     groups: str | os.PathLike[str] | None = None,
-    placement: str = "post",
-    ties: Ties = "docid",
+    placement: str = DEFAULTS.placement,
+    ties: Ties = DEFAULTS.ties,
     significance: bool = True,
-    confidence: float = 0.95,
-    n_resamples: int = 9999,
-    seed: int = 0,
+    confidence: float = DEFAULTS.confidence,
+    n_resamples: int = DEFAULTS.n_resamples,
+    seed: int = DEFAULTS.seed,
     engine: Engine | None = None,
+    keep_pairs: bool = False,
+    keep_run: bool = False,
+    block: int = BLOCK,
 ) -> Evaluation:
     """Score a run (or a retriever) against qrels, and with an ACL, per principal.
 
     Parameters
     ----------
     run_or_retriever : Run, dict, path or callable
-        A `arecall.io.trec.Run`; a ranx-style ``{qid: {docid: score}}``; a TREC run file; or a
-        callable ``query_id -> ranked doc ids`` (or ``(doc_id, score)`` pairs, best first),
-        called once per judged query.
+        A `arecall.io.trec.Run`; a ranx-style ``{qid: {docid: score}}``; a TREC run file (or
+        a pipe, read once); or a callable ``query_id -> ranked doc ids`` (or ``(doc_id,
+        score)`` pairs, best first), called once per judged query.
     qrels : Qrels, dict or path
         ``{qid: {docid: rel}}`` or a TREC qrels file.
     acl : Acl, dict, path or None
@@ -921,7 +273,16 @@ def evaluate(
     engine : Engine, optional
         Where the per-principal measures run (`arecall.core.engine`: this process by default,
         or ``DaskEngine(scheduler)`` to shard the principals across a cluster); the resampling
-        runs here on the joined per-pair arrays, so every figure is the same either way.
+        runs here, so every figure is the same either way.
+    keep_pairs : bool
+        Keep every pair's counts even when there are too many to hold (`arecall.evaluate.
+        pairs`: they are spilled to a temporary file), for `Evaluation.per_pair`, rows,
+        `compare` and `worst`.
+    keep_run : bool
+        A run read from a pipe is copied to a temporary file, so `Evaluation.worst` can list
+        what its worst pairs returned.
+    block : int
+        Bytes of a run file read as one block of queries (memory, not results, depends on it).
 
     Returns
     -------
@@ -942,17 +303,43 @@ def evaluate(
     if placement not in PLACEMENTS:
         raise ArecallError(f"placement must be one of {', '.join(PLACEMENTS)}, got {placement!r}")
     ks = parse_ks(k)
-    q = _as_qrels(qrels)
-    a = _as_acl(acl, principals, groups)
-    r = _as_run(run_or_retriever, q, ties)
-    core = _compute(r, q, ks, a, placement, engine)
+    q = as_qrels(qrels)
+    a = as_acl(acl, principals, groups)
+    source = run_source(run_or_retriever, q, ties, block=block, keep=keep_run)
+    judg = Judgments.of(q, ks)
+    runner = engine if engine is not None else LocalEngine()
+    try:
+        acc, name = _accumulate(source, judg, a, placement, runner, keep_pairs, partitioned=False)
+    except RunNotGrouped as exc:
+        if not source.rereadable:
+            raise ArecallError(
+                f"{exc}; a pipe is read once, so group it by query id first (sort -s -k1,1)"
+            ) from None
+        acc, name = _accumulate(source, judg, a, placement, runner, keep_pairs, partitioned=True)
+    if source.path is not None and not acc.present.any():
+        n_run = _n_run_queries(acc)
+        raise ArecallError(
+            f"{source.path}: no query id matches the qrels ({n_run} queries in the run)"
+        )
+    if a is not None and isinstance(acl, str | os.PathLike) and not acc.granted_any:
+        raise ArecallError(
+            f"{acl}: grants none of the documents judged in the qrels or returned in the "
+            f"first {ks[-1]} results of the run (ACL lines are doc_id<TAB>principal)"
+        )
+    core = acc.finish()
     options = {
         "enabled": significance,
         "confidence": confidence,
         "n_resamples": n_resamples,
         "seed": seed,
     }
-    return Evaluation(r, q, a, ks, placement, core, options)
+    return Evaluation(
+        source.memory, name, q, a, ks, placement, core, options, rankings=source.reread
+    )
+
+
+def _n_run_queries(acc: _Accumulator) -> int:
+    return acc.not_judged + int(np.count_nonzero(acc.present))
 
 
 # -- comparing two evaluations -------------------------------------------------------------------
@@ -963,9 +350,9 @@ def compare(
     b: Evaluation,
     *,
     measures: Sequence[str] | None = None,
-    confidence: float = 0.95,
-    n_resamples: int = 9999,
-    seed: int = 0,
+    confidence: float = DEFAULTS.confidence,
+    n_resamples: int = DEFAULTS.n_resamples,
+    seed: int = DEFAULTS.seed,
 ) -> pd.DataFrame:
     """Paired comparison of two evaluations on the same queries (and principals): Δ = A − B.
 
@@ -1010,16 +397,14 @@ def compare(
         for m in measures:
             if m not in STANDARD_MEASURES and not both_acl:
                 raise ArecallError(f"measure {m!r} needs an ACL on both evaluations")
-            x, y = a.values(m, k), b.values(m, k)
-            sig = delta_significance(
-                x, y, confidence=confidence, n_resamples=n_resamples, seed=seed
-            )
+            options = {"confidence": confidence, "n_resamples": n_resamples, "seed": seed}
+            mean_a, mean_b, sig = _paired(a, b, m, k, options)
             rows.append(
                 {
                     "k": k,
                     "measure": m,
-                    "mean_a": float(x.mean()),
-                    "mean_b": float(y.mean()),
+                    "mean_a": mean_a,
+                    "mean_b": mean_b,
                     "mean_diff": sig["mean_diff"],
                     "low": sig["low"],
                     "high": sig["high"],
@@ -1027,74 +412,48 @@ def compare(
                     "n": sig["n"],
                 }
             )
+    import pandas as pd
+
     return pd.DataFrame(rows)
 
 
-# -- text rendering ------------------------------------------------------------------------------
+#: Pairs compared at a time when the evaluations' pairs are tallied, not kept.
+_COMPARE_PAIRS = 1 << 22
 
 
-def _count(n: int, noun: str, plural: str | None = None) -> str:
-    """``n`` and ``noun`` in agreement.
+def _paired(
+    a: Evaluation, b: Evaluation, measure: str, k: int, options: Mapping[str, Any]
+) -> tuple[float, float, dict[str, Any]]:
+    """(mean of A, mean of B, significance of A − B) for one measure at one cutoff.
 
-    Examples
-    --------
-    >>> _count(1, "pair"), _count(2, "query", "queries")
-    ('1 pair', '2 queries')
+    Kept values are compared whole, as they always were; pairs that were tallied (too many
+    to keep) are read back a slice of principals at a time into histograms of A, B and A − B,
+    with exact means.
     """
-    return f"{n} {noun if n == 1 else plural or noun + 's'}"
-
-
-def _format_table(s: Mapping[str, Any]) -> str:
-    lines = [
-        f"run: {s['run']}  queries: {s['queries']} judged "
-        f"({s['queries_without_relevant']} without relevant documents and "
-        f"{s['queries_missing_from_run']} missing from the run, scored 0 as ranx/trec_eval do; "
-        f"{s['run_queries_not_judged']} run queries without judgments ignored)",
-        "",
-        f"{'K':>5} " + " ".join(f"{EVALUATE[m].heading():>8}" for m in STANDARD_MEASURES),
+    kept = measure in STANDARD_MEASURES or (
+        a._core.retained is not None and b._core.retained is not None
+    )
+    if kept:
+        x, y = a.values(measure, k), b.values(measure, k)
+        return float(x.mean()), float(y.mean()), delta_significance(x, y, **options)
+    j = a.ks.index(k)
+    tallies: list[dict[float, int]] = [{}, {}, {}]
+    n_p = len(a.principals)
+    step = max(1, _COMPARE_PAIRS // max(len(a._core.query_ids), 1))
+    for start in range(0, n_p, step):
+        stop = min(start + step, n_p)
+        x = pair_values(measure, a._pair_counts(start, stop), j, k, a.placement).ravel()
+        y = pair_values(measure, b._pair_counts(start, stop), j, k, b.placement).ravel()
+        for tally, values in zip(tallies, (x, y, x - y), strict=True):
+            distinct, counts = np.unique(values, return_counts=True)
+            for v, c in zip(distinct.tolist(), counts.tolist(), strict=True):
+                tally[v] = tally.get(v, 0) + c
+    arrays = [
+        (np.array(list(t), dtype=np.float64), np.array(list(t.values()), dtype=np.int64))
+        for t in tallies
     ]
-    for k, r in s["k"].items():
-        lines.append(f"{k:>5} " + " ".join(f"{shown(r[m], '.4f'):>8}" for m in STANDARD_MEASURES))
-    if "principals" in s:
-        empty = s["pairs_without_authorized_relevant"]
-        lines += [
-            "",
-            f"authorized view: {_count(len(s['principals']), 'principal')} × "
-            f"{_count(s['queries'], 'query', 'queries')} = {_count(s['pairs'], 'pair')}; "
-            f"placement {s['placement']}; {_count(empty, 'pair')} with nothing relevant "
-            f"authorized {'scores' if empty == 1 else 'score'} ARecall 1",
-            "",
-            f"{'K':>5} {'ARecall':>8} {'post':>8} {'pre':>8} {'gap':>8} {'95% CI of gap':>19} "
-            f"{'p':>7} {'U@K':>7} {'deeper':>7}",
-        ]
-        for k, r in s["k"].items():
-            lines.append(_gap_line(k, r, "", show_u=True))
-        lines += [
-            "",
-            "excluding pairs where nothing relevant is authorized "
-            f"(n={next(iter(s['k'].values()))['n_nonempty']} of {s['pairs']}):",
-            f"{'K':>5} {'ARecall':>8} {'post':>8} {'pre':>8} {'gap':>8} {'95% CI of gap':>19} "
-            f"{'p':>7}",
-        ]
-        for k, r in s["k"].items():
-            lines.append(_gap_line(k, r, "_nonempty", show_u=False))
-    return "\n".join(lines) + "\n"
-
-
-def _gap_line(k: str, r: Mapping[str, Any], suffix: str, *, show_u: bool) -> str:
-    sig = (r.get("significance") or {}).get(f"gap{suffix}")
-    ci = f"[{sig['low']:+.4f}, {sig['high']:+.4f}]" if sig else "–"
-    p = f"{sig['p_value']:.3g}" if sig else "–"
-    gap = r.get(f"gap{suffix}")
-    cells = [
-        f"{k:>5}",
-        f"{shown(r.get(f'arecall{suffix}'), '.4f'):>8}",
-        f"{shown(r.get(f'arecall_post{suffix}'), '.4f'):>8}",
-        f"{shown(r.get(f'arecall_pre{suffix}'), '.4f'):>8}",
-        f"{shown(gap, '+.4f'):>8}",
-        f"{ci:>19}",
-        f"{p:>7}",
-    ]
-    if show_u:
-        cells += [f"{shown(r.get('unusable'), '.4f'):>7}", f"{r.get('n_deeper', 0):>7}"]
-    return " ".join(cells)
+    return (
+        exact_mean(*arrays[0]),
+        exact_mean(*arrays[1]),
+        delta_significance_counts(*arrays[2], **options),
+    )

@@ -29,15 +29,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from arecall.core.errors import ArecallError
 from arecall.core.ragged import offsets, positions_in_groups
 from arecall.io.trec import Run
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "DEFAULT_SMOOTHING",
@@ -236,6 +239,8 @@ def fuse_runs(
     mine = slot[item_of_row] >= 0
     rows = np.flatnonzero(mine)
     rows = rows[np.lexsort((source[rows], slot[item_of_row[rows]]))]
+    import pandas as pd
+
     contributions = pd.DataFrame(
         {
             "query_id": q_all.dictionary.take(pa.array(q[rows])).to_pylist(),

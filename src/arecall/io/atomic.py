@@ -1,9 +1,20 @@
 """Write-then-rename, so a failed stage never leaves a half-written artifact behind.
 
 DVC accepts whatever sits at an output path when a stage exits 0, and a reader of reports/ should
-never see a truncated file; every artifact arecall writes goes through these helpers. The file
-ends with the mode a plain ``open(path, "w")`` would give (``0o666`` less the umask), not the
-``0o600`` of the temporary file it was written as.
+never see a truncated file; every artifact arecall writes goes through these helpers.
+
+What sits at the path decides how it is written (a rename replaces whatever it lands on, so it is
+used only where that is what the user meant):
+
+* **Nothing, or a regular file**: write-then-rename. A new file gets the mode a plain
+  ``open(path, "w")`` would give (``0o666`` less the umask), not the ``0o600`` of the temporary
+  file; a file that exists keeps its mode (and, where the process may set it, its owner).
+* **A symbolic link** is followed: the file it points to is replaced as above, and the link
+  stays a link (a dangling link's target is created).
+* **Anything else** — a character device (``/dev/null``, ``/dev/full``, a terminal), a FIFO, a
+  socket, ``/proc/self/fd/1`` pointing at a pipe — is written through: the content is produced
+  in a temporary file elsewhere, then copied into the path opened for writing. The node is never
+  replaced; a device that refuses the bytes (``/dev/full``) is one `ArecallError` line.
 
 No temporary file outlives its write:
 
@@ -28,7 +39,9 @@ import errno
 import json
 import os
 import re
+import shutil
 import signal
+import stat
 import tempfile
 import threading
 import time
@@ -210,30 +223,39 @@ def _is_storage_error(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in _STORAGE_ERRORS
 
 
+def _existing(target: Path) -> os.stat_result | None:
+    """``target``'s status, following symbolic links; None when nothing (or a dangling link) is
+    there."""
+    try:
+        return target.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise _cannot_write(target, exc) from None
+
+
+def _keep_identity(tmp: Path, previous: os.stat_result | None) -> None:
+    """Give the new file the mode (and owner, where allowed) of the one it replaces."""
+    if previous is None:
+        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp made it 0600
+        return
+    os.chmod(tmp, stat.S_IMODE(previous.st_mode))
+    mine = tmp.stat()
+    if (mine.st_uid, mine.st_gid) != (previous.st_uid, previous.st_gid):
+        with suppress(OSError):  # only root (or the owner, for the group) may hand it back
+            os.chown(tmp, previous.st_uid, previous.st_gid)
+
+
 @contextmanager
-def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds.
-
-    The temporary file is removed however the block ends (see the module docstring for signals
-    and kill -9); a storage failure (disk full, read-only, …) is one `ArecallError` naming
-    ``path``.
-
-    Examples
-    --------
-    >>> import tempfile, pathlib
-    >>> d = pathlib.Path(tempfile.mkdtemp())
-    >>> with atomic_path(d / "x.txt") as tmp:
-    ...     _ = tmp.write_text("ok")
-    >>> (d / "x.txt").read_text(), [p.name for p in d.iterdir()]
-    ('ok', ['x.txt'])
-    """
-    target = Path(path)
+def _temporary(directory: Path | None, target: Path) -> Iterator[Path]:
+    """A live temporary file for ``target`` (beside it, or in the system's temp directory)."""
     _guard_signals()
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        remove_stale(target)
+        if directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+            remove_stale(target)
         fd, name = tempfile.mkstemp(
-            prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=target.parent
+            prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=directory
         )
     except OSError as exc:
         # Nothing of the caller's has run yet: whatever the OS says here is about creating a
@@ -244,16 +266,64 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     tmp = Path(name)
     try:
         yield tmp
-        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp made it 0600
-        os.replace(tmp, target)
-    except OSError as exc:
-        if _is_storage_error(exc):
-            raise _cannot_write(target, exc) from None
-        raise
     finally:
         with suppress(FileNotFoundError):
             tmp.unlink()
         _LIVE.discard(name)
+
+
+def _write_through(tmp: Path, target: Path) -> None:
+    """Copy the finished temporary file into a node that is not a regular file."""
+    with tmp.open("rb") as source, open(target, "wb") as sink:
+        shutil.copyfileobj(source, sink, 1 << 20)
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path; publish it at ``path`` only if the block succeeds.
+
+    A regular file (or nothing) at ``path`` is replaced by a rename, keeping the previous file's
+    mode; a symbolic link is followed; a device, FIFO or socket is written through, never
+    replaced (see the module docstring). The temporary file is removed however the block ends
+    (signals and kill -9 as described there); a storage failure (disk full, read-only, a device
+    that refuses the bytes …) is one `ArecallError` naming ``path``.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> with atomic_path(d / "x.txt") as tmp:
+    ...     _ = tmp.write_text("ok")
+    >>> (d / "x.txt").read_text(), [p.name for p in d.iterdir()]
+    ('ok', ['x.txt'])
+    >>> (d / "link").symlink_to("x.txt")
+    >>> with atomic_path(d / "link") as tmp:
+    ...     _ = tmp.write_text("new")
+    >>> (d / "link").is_symlink(), (d / "x.txt").read_text()
+    (True, 'new')
+    """
+    given = Path(path)
+    previous = _existing(given)
+    special = previous is not None and not stat.S_ISREG(previous.st_mode)
+    if previous is not None and stat.S_ISDIR(previous.st_mode):
+        raise ArecallError(f"{given}: cannot write: {os.strerror(errno.EISDIR)}")
+    # the file a link points to is the one replaced; the link stays
+    target = Path(os.path.realpath(given)) if given.is_symlink() and not special else given
+    with _temporary(None if special else target.parent, target) as tmp:
+        try:
+            yield tmp
+            if not special:
+                _keep_identity(tmp, previous)
+                os.replace(tmp, target)
+        except OSError as exc:
+            if _is_storage_error(exc):
+                raise _cannot_write(given, exc) from None
+            raise
+        if special:
+            try:
+                _write_through(tmp, given)
+            except OSError as exc:  # whatever the node answers (ENOSPC, EPIPE, ENXIO …)
+                raise _cannot_write(given, exc) from None
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> None:

@@ -31,12 +31,18 @@ header), so the checks that come after parsing (NaN scores, duplicate pairs) nam
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
-from collections.abc import Mapping, Sequence
+import re
+import tempfile
+import zlib
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
@@ -47,8 +53,16 @@ from arecall.core.errors import ArecallError
 from arecall.core.ragged import offsets, positions_in_groups
 from arecall.io.atomic import atomic_path
 from arecall.io.ids import as_strings, encode, index_in
-from arecall.io.text import Separator, check_file, fast_table, fields
-from arecall.io.text import lines as text_lines
+from arecall.io.text import (
+    BLOCK,
+    CHECKED,
+    Chunk,
+    Separator,
+    check_file,
+    chunk_fields,
+    chunks,
+    parse_chunk,
+)
 
 __all__ = [
     "QRELS_HEADERS",
@@ -56,16 +70,21 @@ __all__ = [
     "Judgments",
     "Qrels",
     "Run",
+    "RunNotGrouped",
     "Ties",
+    "concat_runs",
     "index_in",
     "load_qrels",
     "load_run",
     "read_judgments",
+    "read_run",
+    "read_run_with",
     "save_qrels",
     "save_run",
 ]
 
 Ties = Literal["docid", "trec_eval"]
+T = TypeVar("T")
 TIES: tuple[str, ...] = ("docid", "trec_eval")
 
 _RUN_FIELDS = "qid Q0 docid rank score tag"
@@ -350,7 +369,30 @@ def _dict_score(score: Any, qid: Any, doc: Any) -> float:
 # -- building: validation, ordering, grouping ------------------------------------------------------
 
 
-def _line(where: str, lines: np.ndarray | None, row: int) -> str:
+class Consecutive:
+    """The line numbers of rows read from consecutive lines: row i is line ``first + i``.
+
+    What a block pyarrow parsed has; numbers are made only for the rows a message names (a
+    whole array per block would cost a write per row for nothing).
+    """
+
+    def __init__(self, first: int, n: int) -> None:
+        self.first, self.n = first, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.first + np.asarray(index) if not isinstance(index, int) else self.first + index
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return np.arange(self.first, self.first + self.n, dtype=dtype or np.int64)
+
+
+LineNumbers = np.ndarray | Consecutive
+
+
+def _line(where: str, lines: LineNumbers | None, row: int) -> str:
     """'FILE: line N' for a file row, or 'WHERE: row N' for in-memory input."""
     if lines is None:
         return f"{where}: row {row}"
@@ -363,35 +405,44 @@ def _codes(values: Any) -> tuple[np.ndarray, pa.Array]:
     return encode(values)
 
 
-def _first_duplicate(q: np.ndarray, d: np.ndarray, n_docs: int) -> int | None:
-    """Row index of the first repeated (q, d) pair in row order, or None."""
-    key = q * max(n_docs, 1) + d
+def _first_duplicate(key: np.ndarray, order_of: np.ndarray) -> tuple[int, int] | None:
+    """(row of the repeated pair's later occurrence that comes first in the input, row of that
+    pair's first occurrence), or None; ``order_of`` is each row's position in the input."""
+    if len(key) < 2:
+        return None
     quick = np.sort(key)
     if not (quick[1:] == quick[:-1]).any():
         return None
-    order = np.argsort(key, kind="stable")
+    order = np.lexsort((order_of, key))
     sk = key[order]
     dup = np.flatnonzero(sk[1:] == sk[:-1])
-    if len(dup) == 0:
-        return None
-    # the later occurrence of each repeated pair; report the one earliest in the file
-    return int(order[dup + 1].min())
+    later = order[dup + 1]
+    row = int(later[np.argmin(order_of[later])])
+    first = int(order[np.searchsorted(sk, key[row])])
+    return row, first
 
 
 def _raise_duplicate(
     q: np.ndarray,
     d: np.ndarray,
     vocabularies: tuple[pa.Array, pa.Array],
-    lines: np.ndarray | None,
+    lines: LineNumbers | None,
     where: str,
     what: str,
+    order_of: np.ndarray | None = None,
 ) -> None:
-    """An `ArecallError` naming the first repeated (query, document) pair, if there is one."""
+    """An `ArecallError` naming the first repeated (query, document) pair, if there is one.
+
+    ``d`` are codes that identify a document within its query; ``order_of`` gives each row's
+    position in the input (default: the rows are in input order), so the pair named is the one
+    whose repetition comes first in the file.
+    """
     qvocab, dvocab = vocabularies
-    dup = _first_duplicate(q, d, len(dvocab))
-    if dup is None:
+    key = q.astype(np.int64) * max(len(dvocab), 1) + d
+    found = _first_duplicate(key, np.arange(len(q)) if order_of is None else order_of)
+    if found is None:
         return
-    first = int(np.flatnonzero((q == q[dup]) & (d == d[dup]))[0])
+    dup, first = found
     doc, qid = dvocab[int(d[dup])].as_py(), qvocab[int(q[dup])].as_py()
     again = "appears more than once for" if what == "result" else "is judged more than once for"
     also = f" (first at line {int(lines[first])})" if lines is not None else ""
@@ -402,9 +453,15 @@ def _raise_duplicate(
 
 
 def _tie_fix(
-    q: np.ndarray, s: np.ndarray, d: np.ndarray, vocab: pa.Array, perm: np.ndarray, ties: Ties
-) -> np.ndarray:
-    """Reorder rows of equal (query, score) by doc id; ``q, s, d`` are already permuted."""
+    q: np.ndarray,
+    s: np.ndarray,
+    d: np.ndarray,
+    vocab: pa.Array,
+    perm: np.ndarray | None,
+    ties: Ties,
+) -> np.ndarray | None:
+    """Reorder rows of equal (query, score) by doc id; ``q, s, d`` are already permuted by
+    ``perm`` (None: the identity). Returns the new permutation, or ``perm`` if no row moves."""
     same = (q[1:] == q[:-1]) & (s[1:] == s[:-1])
     if not same.any():
         return perm
@@ -417,9 +474,42 @@ def _tie_fix(
     if ties == "trec_eval":
         rank = -rank
     sub = np.lexsort((rank, group[idx]))
-    perm = perm.copy()
+    perm = np.arange(len(q)) if perm is None else perm.copy()
     perm[idx] = perm[idx][sub]
     return perm
+
+
+#: Rows dictionary-encoded at a time (whole queries): a small hash table stays in cache, which
+#: makes encoding a block's document ids several times faster than one table for the block.
+_ENCODE_ROWS = 1 << 14
+
+
+def _codes_by_query(docs: Any, offsets_: np.ndarray) -> tuple[np.ndarray, pa.Array]:
+    """Document codes that identify a document within its query, and the strings they name.
+
+    Encoded a few thousand rows (whole queries) at a time: the vocabulary may hold an id more
+    than once (once per slice), but never twice for one query, which is what the duplicate
+    check, the tie order and every lookup through the vocabulary need.
+    """
+    if isinstance(docs, tuple):
+        return docs
+    values = as_strings(docs)
+    n = len(values)
+    if n <= _ENCODE_ROWS:
+        return encode(values)
+    cuts = np.unique(
+        np.concatenate(
+            ([0, n], offsets_[np.searchsorted(offsets_, np.arange(_ENCODE_ROWS, n, _ENCODE_ROWS))])
+        )
+    )
+    codes = np.empty(n, dtype=np.int64)
+    parts, base = [], 0
+    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
+        encoded = pc.dictionary_encode(values.slice(a, b - a))
+        codes[a:b] = np.asarray(encoded.indices.to_numpy(), dtype=np.int64) + base
+        parts.append(encoded.dictionary)
+        base += len(encoded.dictionary)
+    return codes, pa.concat_arrays(parts)
 
 
 def _build_run(
@@ -430,13 +520,12 @@ def _build_run(
     name: str,
     ties: Ties,
     where: str,
-    lines: np.ndarray | None,
+    lines: LineNumbers | None,
     keep_order: bool = False,
 ) -> Run:
     if ties not in TIES:
         raise ArecallError(f"ties must be one of {', '.join(TIES)}, got {ties!r}")
     q, qvocab = _codes(qids)
-    d, dvocab = _codes(docs)
     if len(q) == 0:
         at = f"{where}: line 1" if lines is not None else where
         raise ArecallError(f"{at}: no results; expected lines '{_RUN_FIELDS}'")
@@ -447,25 +536,36 @@ def _build_run(
             f"{_line(where, lines, row)}: score is {float(scores[row])!r}; "
             "scores must be finite numbers"
         )
-    _raise_duplicate(q, d, (qvocab, dvocab), lines, where, "result")
-    n = len(q)
-    grouped = bool(np.all(q[1:] >= q[:-1]))  # codes are in first-appearance order
-    if keep_order:
-        perm = np.arange(n) if grouped else np.argsort(q, kind="stable")
-    else:
-        ordered = grouped and bool(np.all((q[1:] != q[:-1]) | (scores[1:] <= scores[:-1])))
-        perm = np.arange(n) if ordered else np.lexsort((-scores, q))
-        perm = _tie_fix(q[perm], scores[perm], d[perm], dvocab, perm, ties)
-    q, d, scores = q[perm], d[perm], scores[perm]
+    order_of = None
+    if not bool(np.all(q[1:] >= q[:-1])):  # codes are in first-appearance order
+        group = np.argsort(q, kind="stable")  # each query's rows together, in input order
+        q, scores, order_of = q[group], scores[group], group
+        lines = lines[group] if lines is not None else None
+        docs = (docs[0][group], docs[1]) if isinstance(docs, tuple) else _take(docs, group)
     counts = np.bincount(q, minlength=len(qvocab))
+    bounds = offsets(counts)
+    d, dvocab = _codes_by_query(docs, bounds)
+    _raise_duplicate(q, d, (qvocab, dvocab), lines, where, "result", order_of)
+    perm: np.ndarray | None = None  # None: the rows are in rank order already (the usual run)
+    if not keep_order:
+        ordered = bool(np.all((q[1:] != q[:-1]) | (scores[1:] <= scores[:-1])))
+        if ordered:
+            perm = _tie_fix(q, scores, d, dvocab, None, ties)
+        else:
+            perm = np.lexsort((-scores, q))
+            perm = _tie_fix(q[perm], scores[perm], d[perm], dvocab, perm, ties)
     return Run(
         query_ids=qvocab,
-        offsets=offsets(counts),
-        doc_codes=d,
+        offsets=bounds,
+        doc_codes=d if perm is None else d[perm],
         doc_ids=dvocab,
-        scores=np.ascontiguousarray(scores, dtype=np.float64),
+        scores=np.ascontiguousarray(scores if perm is None else scores[perm], dtype=np.float64),
         name=name,
     )
+
+
+def _take(values: Any, index: np.ndarray) -> pa.Array:
+    return as_strings(values).take(pa.array(index))
 
 
 def _build_qrels(
@@ -542,11 +642,333 @@ def _field_count(
                 raise ArecallError(f"{path}: line {number}: empty {name}")
 
 
+@dataclass(frozen=True)
+class _RunRows:
+    """The rows of one block of a run file, in file order."""
+
+    qids: pa.Array
+    docs: pa.Array
+    scores: np.ndarray
+    lines: LineNumbers
+    tag: str
+
+
+_RUN_TYPES = {1: CHECKED, 3: pa.int64(), 4: pa.float64(), 5: CHECKED}
+
+
+def _run_rows(chunk: Chunk) -> _RunRows | None:
+    """One block's rows: pyarrow's parse, or the strict reader where it would differ."""
+    p = chunk.path
+    table = parse_chunk(chunk, "whitespace", _RUN_TYPES, 6)
+    if table is not None:
+        tag = table["f5"].chunk(0)[0].as_py().decode("utf-8")
+        return _RunRows(
+            table["f0"].chunk(0),
+            table["f2"].chunk(0),
+            np.asarray(table["f4"].chunk(0).to_numpy(), dtype=np.float64),
+            Consecutive(chunk.first_line, table.num_rows),
+            tag,
+        )
+    qids: list[str] = []
+    docs: list[str] = []
+    scores: list[float] = []
+    lines: list[int] = []
+    tag = None
+    for number, parts in chunk_fields(chunk, "whitespace"):
+        _field_count(parts, 6, _RUN_FIELDS, p, number, tab=False)
+        _integer(parts[3], "rank", p, number)
+        scores.append(_number(parts[4], "score", p, number))
+        qids.append(parts[0])
+        docs.append(parts[2])
+        lines.append(number)
+        if tag is None:
+            tag = parts[5]
+    if tag is None:
+        return None  # only blank lines
+    return _RunRows(
+        as_strings(qids),
+        as_strings(docs),
+        np.asarray(scores, dtype=np.float64),
+        np.asarray(lines, dtype=np.int64),
+        tag,
+    )
+
+
+_FIRST_FIELD = re.compile(rb"[ \t\r\v\f]*([^ \t\n\r\v\f]*)")
+
+
+def _query_cut(data: bytes | bytearray, end: int) -> int:
+    """Where a block ending at ``end`` should stop so that its last query's lines move to the
+    next block: the start of that query's first line (0: the block is one query, read on)."""
+
+    def qid(start: int) -> bytes:
+        match = _FIRST_FIELD.match(data, start)
+        return match.group(1) if match else b""
+
+    def line_start(at: int) -> int:
+        return data.rfind(b"\n", 0, at) + 1
+
+    last = line_start(end - 1)
+    while last > 0 and not qid(last):  # trailing blank lines belong to no query
+        last = line_start(last - 1)
+    target = qid(last)
+    if not target:
+        return end
+
+    def same(start: int) -> bool:
+        value = qid(start)
+        return not value or value == target
+
+    # the last query's lines are a suffix (in a grouped run): binary search for its start ...
+    lo, hi = 0, last
+    while lo < hi:
+        mid = (lo + hi) // 2
+        start = line_start(mid)
+        if same(start):
+            hi = start
+        else:
+            lo = data.find(b"\n", mid) + 1
+    # ... then step back over any line the search jumped (a blank line inside the query)
+    while hi > 0 and same(line_start(hi - 1)):
+        hi = line_start(hi - 1)
+    return hi
+
+
+class RunNotGrouped(ArecallError):
+    """A query's results continue after another query's: the run is not grouped by query."""
+
+
+#: A query's results are read together; past this many bytes of them, the run is refused.
+MAX_QUERY = 1 << 28
+
+
+def _bucket_count(path: Path, block: int) -> int:
+    try:
+        size = path.stat().st_size * (4 if _gzipped(path) else 1)
+    except OSError:
+        size = block
+    return int(min(4096, max(1, -(-2 * size // block))))
+
+
+def _gzipped(path: Path) -> bool:
+    with path.open("rb") as fh:
+        return fh.read(2) == b"\x1f\x8b"
+
+
+def _partitioned(path: Path, block: int) -> Iterator[_RunRows]:
+    """The rows of an ungrouped run, one bucket of whole queries at a time: each row is written
+    to the temporary file of its query's bucket (a hash of the query id), then each bucket is
+    read back whole. One extra write and read of the run; memory stays a bucket's."""
+    n = _bucket_count(path, block)
+    with tempfile.TemporaryDirectory(prefix="arecall-run-") as tmp:
+        writers: dict[int, Any] = {}
+        schema = pa.schema(
+            [("q", pa.string()), ("d", pa.string()), ("s", pa.float64()), ("l", pa.int64())]
+        )
+        tag = None
+        try:
+            for chunk in chunks(path, block):
+                rows = _run_rows(chunk)
+                if rows is None:
+                    continue
+                tag = rows.tag if tag is None else tag
+                qcodes, qvocab = encode(rows.qids)
+                of_query = np.array(
+                    [zlib.crc32(q.encode()) % n for q in qvocab.to_pylist()], dtype=np.int64
+                )
+                bucket = of_query[qcodes]
+                batch = pa.record_batch(
+                    [rows.qids, rows.docs, pa.array(rows.scores), pa.array(np.asarray(rows.lines))],
+                    schema=schema,
+                )
+                for b in np.unique(bucket).tolist():
+                    if b not in writers:
+                        writers[b] = pa.ipc.new_stream(str(Path(tmp) / f"{b}.arrow"), schema)
+                    writers[b].write_batch(batch.filter(pa.array(bucket == b)))
+        finally:
+            for writer in writers.values():
+                writer.close()
+        for b in sorted(writers):
+            with pa.ipc.open_stream(str(Path(tmp) / f"{b}.arrow")) as reader:
+                table = reader.read_all().combine_chunks()
+            yield _RunRows(
+                table["q"].combine_chunks(),
+                table["d"].combine_chunks(),
+                np.asarray(table["s"].to_numpy(), dtype=np.float64),
+                np.asarray(table["l"].to_numpy(), dtype=np.int64),
+                tag or "arecall",
+            )
+
+
+def read_run(
+    path: str | os.PathLike[str],
+    *,
+    ties: Ties = "docid",
+    name: str | None = None,
+    block: int = BLOCK,
+    partitioned: bool = False,
+    workers: int = 1,
+) -> Iterator[Run]:
+    """A TREC run file as blocks of whole queries (each a `Run`), read once, front to back.
+
+    This is how ``arecall evaluate`` reads a run of any length: a block is about ``block``
+    bytes of lines, parsed by pyarrow (the strict reader where pyarrow would read it
+    differently; the messages are the same), ordered as `load_run` orders it. Each block's
+    ``doc_ids`` may list an id more than once (codes identify a document within its query).
+
+    A run file is grouped by query in practice; one whose query appears again after another
+    query's results raises `RunNotGrouped` when that is seen. ``partitioned=True`` reads such a
+    file anyway (each row is first written to the temporary file of its query's bucket, then
+    every bucket is read whole): it reads the file once more, so it needs a file, not a pipe.
+    ``workers`` threads parse blocks side by side (the order of the blocks is kept).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "run.trec"
+    >>> _ = p.write_text("q1 Q0 a 1 0.5 sys\\nq1 Q0 b 2 0.9 sys\\nq2 Q0 c 1 1 sys\\n")
+    >>> [(b.query_ids.to_pylist(), b.ranking("q1")) for b in read_run(p, block=20)]
+    [(['q1'], ['b', 'a']), (['q2'], [])]
+    """
+    for run, _ in read_run_with(
+        path, None, ties=ties, name=name, block=block, partitioned=partitioned, workers=workers
+    ):
+        yield run
+
+
+def read_run_with(
+    path: str | os.PathLike[str],
+    then: Callable[[Run], T] | None,
+    *,
+    ties: Ties = "docid",
+    name: str | None = None,
+    block: int = BLOCK,
+    partitioned: bool = False,
+    workers: int = 1,
+) -> Iterator[tuple[Run, T | None]]:
+    """`read_run`, with ``then(block)`` computed in the thread that built each block.
+
+    Why: a block read, parsed and reduced by one thread, while other threads take the next
+    blocks, keeps ``workers`` blocks in memory and every core busy; the results come back in
+    block order, and the check that queries are grouped still runs in file order.
+    """
+    p = check_file(path)
+    where = str(p)
+    seen: set[str] = set()
+    found = False
+    for (qids, lines), run, extra in _blocks(p, ties, name, block, partitioned, workers, then):
+        ids = run.query_ids.to_pylist()
+        if not partitioned:
+            again = seen.intersection(ids)
+            if again:
+                first = min(again, key=ids.index)
+                row = int(np.flatnonzero(pc.equal(qids, first).to_numpy(zero_copy_only=False))[0])
+                raise RunNotGrouped(
+                    f"{where}: line {int(lines[row])}: results of query {first!r} continue "
+                    "after other queries' results: the run is not grouped by query id"
+                )
+            seen.update(ids)
+        found = True
+        yield run, extra
+    if not found:
+        raise ArecallError(f"{where}: line 1: no results; expected lines '{_RUN_FIELDS}'")
+
+
+_Built = tuple[tuple[pa.Array, LineNumbers], Run, Any]
+
+
+def _blocks(
+    p: Path,
+    ties: Ties,
+    name: str | None,
+    block: int,
+    partitioned: bool,
+    workers: int,
+    then: Callable[[Run], Any] | None,
+) -> Iterator[_Built]:
+    """((query ids, lines), run, ``then(run)``) of each block in order; with ``workers`` > 1,
+    blocks are parsed, built (and given to ``then``) side by side in threads (pyarrow and
+    numpy release the GIL) while the file is read on."""
+    where = str(p)
+    parts: Iterator[_RunRows | Chunk]
+    if partitioned:
+        parts = _partitioned(p, block)
+    else:
+        parts = chunks(p, block, cut=_query_cut, group=MAX_QUERY, what="of one query's results")
+    first = cast("_RunRows | Chunk | None", next(parts, None))
+    if first is None:
+        return
+    rows0 = _run_rows(first) if isinstance(first, Chunk) else first
+    tag = name
+    if tag is None:  # the first line's tag names the run; a first block of blank lines: later
+        tag = rows0.tag if rows0 is not None else None
+
+    def build(part: _RunRows | Chunk, rows: _RunRows | None = None) -> _Built | None:
+        rows = rows if rows is not None else (_run_rows(part) if isinstance(part, Chunk) else part)
+        if rows is None:
+            return None
+        run = _build_run(
+            rows.qids,
+            rows.docs,
+            rows.scores,
+            name=tag if tag is not None else rows.tag,
+            ties=ties,
+            where=where,
+            lines=rows.lines,
+        )
+        return (rows.qids, rows.lines), run, then(run) if then is not None else None
+
+    done = build(first, rows0)
+    del first, rows0
+    if done is not None:
+        yield done
+    if workers <= 1:
+        for part in parts:
+            if (done := build(part)) is not None:
+                yield done
+        return
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="arecall-read") as pool:
+        pending: deque[Future[_Built | None]] = deque()
+        try:
+            for part in parts:
+                pending.append(pool.submit(build, part))
+                del part
+                while len(pending) >= workers:
+                    if (done := pending.popleft().result()) is not None:
+                        yield done
+            while pending:
+                if (done := pending.popleft().result()) is not None:
+                    yield done
+        finally:
+            for future in pending:
+                future.cancel()
+
+
+def concat_runs(blocks: Sequence[Run], name: str | None = None) -> Run:
+    """One `Run` of the queries of ``blocks`` (each query in one block), with one vocabulary."""
+    if len(blocks) == 1 and name is None:
+        only = blocks[0]
+        codes, vocabulary = encode(only.doc_ids.take(pa.array(only.doc_codes)))
+        return Run(only.query_ids, only.offsets, codes, vocabulary, only.scores, only.name)
+    docs = pa.concat_arrays([b.doc_ids.take(pa.array(b.doc_codes)) for b in blocks])
+    codes, vocabulary = encode(docs)
+    sizes = np.concatenate([np.diff(b.offsets) for b in blocks])
+    return Run(
+        query_ids=pa.concat_arrays([b.query_ids.cast(pa.string()) for b in blocks]),
+        offsets=offsets(sizes),
+        doc_codes=codes,
+        doc_ids=vocabulary,
+        scores=np.concatenate([b.scores for b in blocks]),
+        name=name if name is not None else blocks[0].name,
+    )
+
+
 def load_run(path: str | os.PathLike[str], *, ties: Ties = "docid", name: str | None = None) -> Run:
     """Read a TREC run file (``qid Q0 docid rank score tag`` per line; gzip allowed).
 
     Lines are read by `arecall.io.text` (BOM, CRLF, blank lines, gzip; no comments, no
-    header). The rank must be an integer but is otherwise ignored (see the module notes).
+    header). The rank must be an integer but is otherwise ignored (see the module notes). The
+    whole run is held in memory; `read_run` reads one block of queries at a time.
 
     Parameters
     ----------
@@ -575,42 +997,13 @@ def load_run(path: str | os.PathLike[str], *, ties: Ties = "docid", name: str | 
     >>> load_run(p).ranking("q1"), load_run(p).name
     (['b', 'a'], 'sys')
     """
-    p = check_file(path)
-    where = str(p)
-    table = fast_table(p, "whitespace", {3: pa.int64(), 4: pa.float64()}, 6)
-    if table is not None:
-        return _build_run(
-            encode(table["f0"]),
-            encode(table["f2"]),
-            table["f4"].to_numpy(),
-            name=name if name is not None else str(table["f5"][0].as_py()),
-            ties=ties,
-            where=where,
-            lines=np.arange(1, table.num_rows + 1),
-        )
-    qids: list[str] = []
-    docs: list[str] = []
-    scores: list[float] = []
-    lines: list[int] = []
-    tag = name
-    for number, parts in fields(p, "whitespace"):
-        _field_count(parts, 6, _RUN_FIELDS, p, number, tab=False)
-        _integer(parts[3], "rank", p, number)
-        scores.append(_number(parts[4], "score", p, number))
-        qids.append(parts[0])
-        docs.append(parts[2])
-        lines.append(number)
-        if tag is None:
-            tag = parts[5]
-    return _build_run(
-        qids,
-        docs,
-        np.asarray(scores, dtype=np.float64),
-        name=tag or "arecall",
-        ties=ties,
-        where=where,
-        lines=np.asarray(lines, dtype=np.int64),
-    )
+    try:
+        blocks = list(read_run(path, ties=ties, name=name))
+    except RunNotGrouped as exc:
+        if not Path(path).is_file():
+            raise ArecallError(f"{exc} (a pipe is read once: sort it by query id first)") from None
+        blocks = list(read_run(path, ties=ties, name=name, partitioned=True))
+    return concat_runs(blocks)
 
 
 @dataclass(frozen=True, eq=False)
@@ -634,9 +1027,28 @@ class Judgments:
     lines: np.ndarray
 
 
-def _qrels_layout(path: Path) -> tuple[str, int]:
+def _first_data_line(
+    path: Path, blocks: Iterator[Chunk], kept: list[Chunk]
+) -> tuple[int, str] | None:
+    """The first non-blank line, reading (and keeping) blocks until one holds it."""
+    for chunk in blocks:
+        kept.append(chunk)
+        for number, raw in chunk.lines():
+            text = _decode_line(raw, path, number)
+            if text.strip(_WS):
+                return number, text
+    return None
+
+
+def _decode_line(raw: bytes | bytearray, path: Path, number: int) -> str:
+    try:
+        return raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError:
+        raise ArecallError(f"{path}: line {number}: not valid UTF-8") from None
+
+
+def _qrels_layout(path: Path, first: tuple[int, str] | None) -> tuple[str, int]:
     """("beir" or "trec", the header's line number or 0), from the first data line."""
-    first = next(text_lines(path), None)
     if first is None:
         return "trec", 0
     number, text = first
@@ -660,7 +1072,8 @@ def read_judgments(path: str | os.PathLike[str]) -> Judgments:
       first field (lower-cased) is one of `QRELS_HEADERS`.
 
     In both, relevance must be an integer and a (query, document) pair may be judged once;
-    lines are read by `arecall.io.text` (BOM, CRLF, blank lines, gzip; no comments).
+    lines are read by `arecall.io.text` (BOM, CRLF, blank lines, gzip; no comments), once and
+    block by block (pyarrow's parse, the strict reader for a block it would read differently).
 
     Raises
     ------
@@ -678,24 +1091,31 @@ def read_judgments(path: str | os.PathLike[str]) -> Judgments:
     (['d1', 'd2'], [1, 0], [2, 3])
     """
     p = check_file(path)
-    layout, header = _qrels_layout(p)
+    blocks = chunks(p)
+    kept: list[Chunk] = []
+    layout, header = _qrels_layout(p, _first_data_line(p, blocks, kept))
     tab = layout == "beir"
     sep: Separator = "tab" if tab else "whitespace"
     n_fields, doc_at, rel_at = (3, 1, 2) if tab else (4, 2, 3)
     fields_text = _BEIR_FIELDS if tab else _QRELS_FIELDS
-    table = None
-    if header in (0, 1):
-        table = fast_table(p, sep, {rel_at: pa.int64()}, n_fields, skip=header)
-    if table is not None:
-        qids, docs = table["f0"].combine_chunks(), table[f"f{doc_at}"].combine_chunks()
-        rels = np.asarray(table[f"f{rel_at}"].to_numpy(), dtype=np.int64)
-        lines = np.arange(1, table.num_rows + 1, dtype=np.int64) + header
-    else:
+    q_parts, d_parts, r_parts, l_parts = [], [], [], []
+    for chunk in itertools.chain(kept, blocks):
+        skip = 1 if header == chunk.first_line else 0
+        table = None
+        if header <= chunk.first_line:  # a header after blank lines: the strict reader
+            table = parse_chunk(chunk, sep, {rel_at: pa.int64()}, n_fields, skip=skip)
+        if table is not None:
+            q_parts.append(table["f0"].chunk(0))
+            d_parts.append(table[f"f{doc_at}"].chunk(0))
+            r_parts.append(np.asarray(table[f"f{rel_at}"].chunk(0).to_numpy(), dtype=np.int64))
+            start = chunk.first_line + skip
+            l_parts.append(np.arange(start, start + table.num_rows, dtype=np.int64))
+            continue
         q_list: list[str] = []
         d_list: list[str] = []
         r_list: list[int] = []
         l_list: list[int] = []
-        for number, parts in fields(p, sep):
+        for number, parts in chunk_fields(chunk, sep):
             if number == header:
                 continue
             _field_count(parts, n_fields, fields_text, p, number, tab=tab)
@@ -703,11 +1123,16 @@ def read_judgments(path: str | os.PathLike[str]) -> Judgments:
             q_list.append(parts[0])
             d_list.append(parts[doc_at])
             l_list.append(number)
-        qids, docs = as_strings(q_list), as_strings(d_list)
-        rels = np.asarray(r_list, dtype=np.int64)
-        lines = np.asarray(l_list, dtype=np.int64)
+        q_parts.append(as_strings(q_list))
+        d_parts.append(as_strings(d_list))
+        r_parts.append(np.asarray(r_list, dtype=np.int64))
+        l_parts.append(np.asarray(l_list, dtype=np.int64))
+    lines = np.concatenate(l_parts) if l_parts else np.zeros(0, dtype=np.int64)
     if len(lines) == 0:
         raise ArecallError(f"{p}: line 1: no judgments; expected lines '{fields_text}'")
+    qids = pa.concat_arrays(q_parts)
+    docs = pa.concat_arrays(d_parts)
+    rels = np.concatenate(r_parts)
     q, qvocab = encode(qids)
     d, dvocab = encode(docs)
     _raise_duplicate(q, d, (qvocab, dvocab), lines, str(p), "judgment")

@@ -19,6 +19,10 @@ configuration refused here could not have run. What they count:
   budget asks the source and the model, whichever they are.
 * **The vector experiment's corpus** (``vector_search.corpus``): the float32 document and
   query vectors.
+* **Resamples** (`arecall.core.significance`): the bootstrap's resampled means, their sorted
+  copy and the randomization test's null distribution, float64 each, per resample
+  (`arecall.core.significance.resamples_bytes`); ``evaluation.significance.resamples`` here,
+  ``arecall evaluate --resamples`` there (`check_resamples_memory`).
 
 `check_config_memory` runs with the typed configuration check (composition and ``params.yaml``),
 where sizes the configuration does not fix (a corpus read from files) count as 1 — a lower
@@ -54,6 +58,7 @@ __all__ = [
     "available_memory",
     "check_config_memory",
     "check_lists_memory",
+    "check_resamples_memory",
     "config_sizes",
     "list_bytes",
     "require_memory",
@@ -218,6 +223,25 @@ def config_sizes(cfg: Mapping[str, Any]) -> Sizes:
     return replace(sizes, principals=model.principal_count(sizes.principals))
 
 
+def check_resamples_memory(n_resamples: int, key: str) -> None:
+    """Refuse a number of resamples whose arrays cannot fit in memory, naming ``key``.
+
+    Examples
+    --------
+    >>> check_resamples_memory(9999, "--resamples")
+    """
+    from arecall.core.significance import resamples_bytes
+
+    require_memory(
+        resamples_bytes(n_resamples),
+        key,
+        f"{n_resamples} resamples",
+        "for the bootstrap and the randomization test",
+        n_resamples,
+        plural=True,
+    )
+
+
 def check_config_memory(cfg: Mapping[str, Any]) -> None:
     """Refuse a checked configuration whose dominant arrays cannot fit in memory.
 
@@ -229,6 +253,9 @@ def check_config_memory(cfg: Mapping[str, Any]) -> None:
     >>> check_config_memory({"corpus": {"name": "discovery"}, "profiles": {"name": "corpus"},
     ...                      "evaluation": {"ks": [1, 3, 5, 10]}})
     """
+    significance = (cfg.get("evaluation") or {}).get("significance") or {}
+    if "resamples" in significance:
+        check_resamples_memory(significance["resamples"], "evaluation.significance.resamples")
     vector_corpus = (cfg.get("vector_search") or {}).get("corpus")
     if isinstance(vector_corpus, Mapping):
         _vectors_memory("vector_search.corpus", vector_corpus)

@@ -102,6 +102,7 @@ def _experiment_options(config: IndexConfig) -> dict[str, Any]:
         "ef_search": config.ef_search,
         "placements": tuple(config.placements),
         "target_recall": config.target_recall,
+        "confidence": config.confidence,
         "store": config.store,
     }
 

@@ -37,7 +37,7 @@ Everything is seeded and vectorised (a million 128-d vectors in a few seconds).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -45,8 +45,16 @@ import numpy.typing as npt
 from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_positive_int
 from arecall.vector.generator import BenchData, generate, l2_normalise
+from arecall.vector.shifted import DEFAULT_DIMS, SHIFTED_CORPORA, shifted_corpus
 
-__all__ = ["ADVERSARIAL_CORPORA", "AdversarialCorpus", "adversarial_corpus"]
+__all__ = [
+    "ADVERSARIAL_CORPORA",
+    "ALL_CORPORA",
+    "SHIFTED_CORPORA",
+    "AdversarialCorpus",
+    "adversarial_corpus",
+    "with_duplicates",
+]
 
 #: Corpus names, in benchmark order.
 ADVERSARIAL_CORPORA: tuple[str, ...] = (
@@ -56,6 +64,10 @@ ADVERSARIAL_CORPORA: tuple[str, ...] = (
     "lowrank-uniform",
     "verity",
 )
+
+#: Every corpus :func:`adversarial_corpus` draws: the filters that follow the data above, then
+#: the queries drawn unlike the documents (`arecall.vector.shifted`).
+ALL_CORPORA: tuple[str, ...] = ADVERSARIAL_CORPORA + SHIFTED_CORPORA
 
 _CHUNK = 65536
 
@@ -203,24 +215,29 @@ def _isotropic_workload(seed: int, dims: int) -> Callable[[int], npt.NDArray[np.
 def adversarial_corpus(
     name: str,
     n_docs: int = 100_000,
-    dims: int = 128,
+    dims: int | None = None,
     n_queries: int = 200,
     seed: int = 7,
     *,
-    n_clusters: int = 200,
+    n_clusters: int | None = None,
     spread: float = 0.6,
     rank: int = 12,
     noise: float = 0.1,
+    few: int = 1,
 ) -> AdversarialCorpus:
-    """Generate one corpus of :data:`ADVERSARIAL_CORPORA` (see the module docstring).
+    """Generate one corpus of :data:`ALL_CORPORA` (see the module docstring, and
+    `arecall.vector.shifted` for the shifted-query ones).
 
     Parameters
     ----------
     name : str
-        One of ``ADVERSARIAL_CORPORA``.
+        One of ``ALL_CORPORA``.
     n_docs, dims, n_queries, seed : int
+        ``dims`` defaults to 128 (96 for ``tight-few``).
     n_clusters : int
-        Clusters of the clustered corpora.
+        Clusters of the clustered corpora (default 200; 60 for ``tight-few``).
+    few : int
+        Clusters ``tight-few`` draws its queries from.
     spread : float
         Within-cluster noise norm relative to the (unit-scale) cluster centre.
     rank, noise : int, float
@@ -239,7 +256,8 @@ def adversarial_corpus(
     True
     """
     n_docs = check_positive_int("n_docs", n_docs)
-    dims = check_positive_int("dims", dims)
+    dims = check_positive_int("dims", DEFAULT_DIMS.get(name, 128) if dims is None else dims)
+    n_clusters = (60 if name == "tight-few" else 200) if n_clusters is None else n_clusters
     n_queries = check_positive_int("n_queries", n_queries)
     seed = check_positive_int("seed", seed, minimum=0)
     if name in ("clustered-anti", "clustered-corr"):
@@ -271,4 +289,42 @@ def adversarial_corpus(
     if name == "verity":
         data = generate(n_docs, dims, n_queries, seed)
         return AdversarialCorpus(name, data, None, _isotropic_workload(seed, dims))
-    raise ArecallError(f"corpus={name!r}: must be one of {', '.join(ADVERSARIAL_CORPORA)}")
+    if name in SHIFTED_CORPORA:
+        n_clusters = check_positive_int("n_clusters", n_clusters, minimum=2)
+        few = check_positive_int("few", min(few, n_clusters))
+        drawn, labels, stream = shifted_corpus(
+            name, n_docs, dims, n_queries, seed, n_clusters=n_clusters, few=few
+        )
+        return AdversarialCorpus(name, drawn, labels, stream)
+    raise ArecallError(f"corpus={name!r}: must be one of {', '.join(ALL_CORPORA)}")
+
+
+def with_duplicates(corpus: AdversarialCorpus, share: float, seed: int = 7) -> AdversarialCorpus:
+    """``corpus`` with ``share`` of its documents replaced by exact copies of the others.
+
+    Real collections hold the same passage many times over (boilerplate, mirrored pages,
+    a chunk repeated across versions). A copy keeps its own filter key and group, so two
+    copies may differ in who may use them. Recall must then be counted by score ties
+    (`arecall.vector.oracle.tie_aware_recall`): a walk returning another copy of a true
+    neighbour than the scan's has lost nothing, and by ids a plain search on 50-60% copies
+    plateaued at recall 0.76 while every answer was as good as the truth's.
+
+    Examples
+    --------
+    >>> c = with_duplicates(adversarial_corpus("lowrank-uniform", 1000, 16, 5), 0.5)
+    >>> n = len(np.unique(c.data.vectors, axis=0))
+    >>> 400 < n < 600, c.data.draws.shape
+    (True, (1000,))
+    """
+    if not 0.0 <= share < 1.0:
+        raise ArecallError(f"duplicates={share!r}: must be in [0, 1)")
+    data = corpus.data
+    rng = np.random.default_rng([seed, 81])
+    copies = rng.random(data.n_docs) < share
+    sources = np.flatnonzero(~copies)
+    if not sources.size:
+        return corpus
+    rows = np.arange(data.n_docs)
+    rows[copies] = rng.choice(sources, size=int(copies.sum()))
+    vectors = np.ascontiguousarray(data.vectors[rows])
+    return replace(corpus, data=replace(data, vectors=vectors))

@@ -88,6 +88,11 @@ class ExactIndexConfig:
         ``auto``.
     target_recall : float
         The recall the ``auto`` planner calibrates for, in (0, 1].
+    confidence : float
+        How sure ``auto`` must be, per batch, that the batch's mean recall@k is at least
+        ``target_recall``, in [0.5, 1): the certificate keeps the matching one-sided normal
+        quantile of standard errors (2.58 at 0.995) above the target, and answers exactly what
+        it cannot certify. Lower is faster and promises less.
     store : str
         The vector store that holds the index, a name in ``arecall.vector.stores.STORES``
         (``faiss`` is the reference; not in the YAML files, which rely on this default); every
@@ -99,6 +104,7 @@ class ExactIndexConfig:
         list(SEARCH_PLACEMENTS), each=one_of(*SEARCH_PLACEMENTS), nonempty=True
     )
     target_recall: float = setting(0.95, _FRACTION)
+    confidence: float = setting(0.995, interval(0.5, 1.0, high_open=True))
     store: str = "faiss"
 
     def problems(self) -> Iterator[tuple[str, str, Any]]:

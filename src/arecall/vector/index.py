@@ -327,6 +327,16 @@ class VectorIndex:
         mask = check_mask(allowed, self.n_docs)
         return self._scan_ids(q, k, None if mask.all() else np.flatnonzero(mask))
 
+    def _scan_masked(self, q: npt.NDArray[np.float32], k: int, mask: npt.NDArray[np.bool_]) -> Hits:
+        """:func:`_scan_masked` on this index, for checked callers (a plan's fallback scan of a
+        few queries), as :meth:`_scan_ids` is the gathering one."""
+        if self.metric != "ip":  # scores as the index measures them (−‖q − d‖² for l2)
+            scores = self.similarities(q)
+            scores[:, ~mask] = -np.inf
+            return Hits(*_top_k(scores, k))
+        ids, top = _scan_masked(self.vectors, q, k, mask)
+        return Hits(ids, top)
+
     def _scan_ids(
         self, q: npt.NDArray[np.float32], k: int, ids: npt.NDArray[np.int64] | None
     ) -> Hits:
@@ -360,6 +370,20 @@ class VectorIndex:
             out_ids[start:stop, :kk] = local if ids is None else ids[local]
             out_scores[start:stop, :kk] = scores
         return Hits(out_ids, out_scores)
+
+
+def _scan_masked(
+    vectors: npt.NDArray[np.float32],
+    q: npt.NDArray[np.float32],
+    k: int,
+    mask: npt.NDArray[np.bool_],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+    """Exact top-``k`` of ``mask``'s documents by scoring every document and masking the rest:
+    for a few queries, cheaper than gathering the authorized vectors first (same canonical
+    order as :meth:`VectorIndex.exact`)."""
+    scores = q @ vectors.T
+    scores[:, ~mask] = -np.inf
+    return _top_k(scores, k)
 
 
 def _top_k(

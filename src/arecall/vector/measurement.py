@@ -259,6 +259,7 @@ def experiment(
     ef_search: int = IndexConfig.ef_search,
     placements: Sequence[str] = SEARCH_PLACEMENTS,
     target_recall: float = IndexConfig.target_recall,
+    confidence: float = IndexConfig.confidence,
     store: str = IndexConfig.store,
     graph_cost: float = DEFAULT_GRAPH_COST,
     n_calibration: int = DEFAULT_CALIBRATION_QUERIES,
@@ -283,8 +284,9 @@ def experiment(
         HNSW parameters; ``ef_search`` must be ≥ k.
     placements : sequence of str
         Each answered by the store (``pre``, the oracle scan, always is).
-    target_recall, graph_cost : float
-        ``auto`` planner parameters (see :mod:`arecall.vector.placement`).
+    target_recall, confidence, graph_cost : float
+        ``auto`` planner parameters (see :mod:`arecall.vector.placement`): the recall it
+        promises, per batch, with that confidence.
     store : str
         A name in ``arecall.vector.stores.STORES`` holding the index (``faiss`` by default).
     n_calibration : int
@@ -326,6 +328,7 @@ def experiment(
         ef_search=ef_search,
         placements=list(modes),
         target_recall=target_recall,
+        confidence=confidence,
         store=store,
     )
     oracle_index = build_index(data.vectors, kind="exact")
@@ -340,6 +343,7 @@ def experiment(
                 data.calibration_queries(n_calibration),
                 target_recall=target_recall,
                 graph_cost=graph_cost,
+                confidence=confidence,
             )
         unfiltered = oracle_index.exact(data.queries, k)
         for s in sels:

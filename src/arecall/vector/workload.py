@@ -221,9 +221,13 @@ def principal_table(
         store.build(workload.vectors, attributes)
         if "auto" in config.placements:
             store.calibrate(
-                k, None, target_recall=config.target_recall, graph_cost=DEFAULT_GRAPH_COST
+                k,
+                None,
+                target_recall=config.target_recall,
+                graph_cost=DEFAULT_GRAPH_COST,
+                confidence=config.confidence,
             )
-        measured(store, config.placements)
+        measured(store, tuple(config.placements))
     for name in dict.fromkeys(audit):
         if name == config.store:
             continue

@@ -23,7 +23,8 @@ compared: only the predicate A_p changes.
   probability ``selectivity`` (seeded): the authorization analogue of a selectivity sweep.
 * ``acl_file`` — a TSV of ``doc_id<TAB>principal-or-group`` lines, with an optional TSV of
   ``principal<TAB>group`` lines that expands group grants to members (see
-  `arecall.io.acl.read_acl`).
+  `arecall.data.authorization.acl_file.read_acl`, which expands them with
+  `arecall.io.acl.load_acl`, the expansion ``arecall evaluate`` uses).
 
 Each model is one module of this package with a function ``authorize(collection, cfg)`` and
 one line in the registry `MODELS` (`arecall.core.registry`): its function, imported on first use,
@@ -53,9 +54,9 @@ from arecall.data.authorization.schema import (
 )
 
 if TYPE_CHECKING:
+    from arecall.data.authorization.acl_file import read_acl
     from arecall.data.authorization.helpers import acl_frame, acl_from_masks, principal_domains
     from arecall.data.collection import Collection
-    from arecall.io.acl import read_acl
 
 __all__ = [
     "LEVELS",
@@ -85,7 +86,7 @@ _LAZY = {
     "acl_frame": "arecall.data.authorization.helpers",
     "acl_from_masks": "arecall.data.authorization.helpers",
     "principal_domains": "arecall.data.authorization.helpers",
-    "read_acl": "arecall.io.acl",
+    "read_acl": "arecall.data.authorization.acl_file",
 }
 
 

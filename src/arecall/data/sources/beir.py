@@ -14,10 +14,11 @@ them be measured for authorized recall once an ACL says who may use what:
   of non-relevance and are dropped; queries left with no relevant document are not evaluated
   (there is nothing to recall), the rest keep the order of ``queries.jsonl``.
 * ``corpus.acl`` — ``doc_id<TAB>principal-or-group`` (and ``corpus.groups``,
-  ``principal<TAB>group``), read by `arecall.io.acl.read_acl` (the reader ``arecall evaluate``
-  uses). Deny by default: a document no line names is authorized to nobody. Without an ACL
-  the corpus declares one principal, ``anonymous``, with no grants; choose ``profiles=open``,
-  ``random`` or ``acl_file`` to authorize.
+  ``principal<TAB>group``), read by `arecall.data.authorization.acl_file.read_acl` (the
+  expansion ``arecall evaluate`` uses, with the corpus's documents as the universe). Deny by
+  default: a document no line names is authorized to nobody. Without an ACL the corpus
+  declares one principal, ``anonymous``, with no grants; choose ``profiles=open``, ``random``
+  or ``acl_file`` to authorize.
 
 Relative ``qrels``, ``acl`` and ``groups`` paths are looked up under ``corpus.path`` first, then
 the working directory. Every malformed line is an `ArecallError` naming the file and line
@@ -35,8 +36,8 @@ import numpy as np
 import pandas as pd
 
 from arecall.core.errors import ArecallError
+from arecall.data.authorization.acl_file import read_acl
 from arecall.data.collection import Collection
-from arecall.io.acl import read_acl
 from arecall.io.text import lines
 from arecall.io.trec import read_judgments
 

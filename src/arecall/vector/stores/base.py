@@ -254,6 +254,7 @@ class VectorStore(ABC):
         *,
         target_recall: float,
         graph_cost: float,
+        confidence: float = IndexConfig.confidence,
     ) -> None:
         """Prepare the ``auto`` placement on held-out ``queries`` (stores that answer it)."""
 

@@ -150,10 +150,16 @@ class FaissStore(VectorStore):
         *,
         target_recall: float,
         graph_cost: float,
+        confidence: float = IndexConfig.confidence,
     ) -> None:
         """Calibrate the ``auto`` planner (`arecall.vector.placement.calibrate_auto`)."""
         self.planner = calibrate_auto(
-            self.index, k, queries=queries, target_recall=target_recall, graph_cost=graph_cost
+            self.index,
+            k,
+            queries=queries,
+            target_recall=target_recall,
+            graph_cost=graph_cost,
+            confidence=confidence,
         )
 
     def close(self) -> None:

@@ -1,0 +1,537 @@
+"""The vectorised kernels of ``evaluate``: one block of whole queries at a time.
+
+Why blocks: a run is read a block of queries at a time (`arecall.io.trec.read_run`), so memory
+holds one block, never the run. Everything a query's measures need is in its block and the
+qrels: `Judgments` is what is computed once from the qrels; `prepare` turns a block into the
+arrays the kernels take (which rows are relevant, at what rank; with an ACL, each retrieved
+document's authorization pattern); `standard` gives the standard measures of the block's
+queries and `pair_counts` the integer counts behind every authorized measure of every
+(principal, query) pair. No loop runs per query or per row in Python.
+
+The counts are integers, so any split into blocks of queries (and, on a cluster, of
+principals) gives the same numbers; every float is computed from them the same way
+(`arecall.evaluate.result`), so the figures do not depend on the block size or the engine.
+
+Authorized counts, per (principal p, query q, cutoff K), with A_p the documents p may use:
+
+* ``n_auth`` = |R ∩ A_p|, the judged relevant documents p may use;
+* ``post`` = relevant documents of A_p among the first K results (filter after truncation);
+* ``pre`` = relevant documents of A_p among the first K results *of A_p* (filter first): a
+  relevant result at rank r counts when fewer than K results before it are in A_p;
+* ``unusable`` = results among the first K that are not in A_p.
+
+``pre`` is the only one that looks past the first K: for a relevant result at rank r it counts
+p's results before r, and stops as soon as K of them are found (the window scan of
+`_deep_before`), so its cost follows what each pair needs, not the run's depth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from arecall.core.measures import EVALUATE, Kind
+from arecall.core.ragged import offsets, positions_in_groups, positions_in_runs
+from arecall.io.acl import Acl
+from arecall.io.ids import index_in
+from arecall.io.trec import Qrels, Run
+
+__all__ = [
+    "AUTHORIZED_MEASURES",
+    "STANDARD_MEASURES",
+    "Judgments",
+    "Prepared",
+    "pair_counts",
+    "prepare",
+    "ratio",
+    "standard",
+]
+
+#: Per-query measures, authorization-blind (ranx's and trec_eval's ``trec`` convention).
+STANDARD_MEASURES = tuple(m.name for m in EVALUATE.values() if m.kind == Kind.STANDARD)
+#: Per query-principal pair measures (the seed's ``vacuous`` convention), with an ACL.
+AUTHORIZED_MEASURES = tuple(m.name for m in EVALUATE.values() if m.kind == Kind.AUTHORIZED)
+
+
+def ratio(num: np.ndarray, den: np.ndarray, empty: float | None) -> np.ndarray:
+    """num / den, ``empty`` (the measure's R = ∅ value) where den == 0."""
+    den = np.asarray(den, dtype=np.float64)
+    safe = np.where(den > 0, den, 1.0)
+    return np.where(den > 0, num / safe, np.nan if empty is None else empty)
+
+
+def _bincount(index: np.ndarray, n: int, weights: np.ndarray | None = None) -> np.ndarray:
+    return np.bincount(index, weights=weights, minlength=n).astype(np.float64)[:n]
+
+
+# -- what the qrels give, once ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Judgments:
+    """The qrels in eval order (judged query ids, sorted): what every block's kernels read.
+
+    Attributes
+    ----------
+    query_ids : pyarrow.StringArray
+        The evaluated queries, sorted (eval index i is ``query_ids[i]``).
+    n_relevant : ndarray of int64
+        Relevant judgments (grade >= 1) per eval query.
+    rel_offsets, rel_docs, rel_grade : ndarray
+        Each eval query's relevant judgments: codes into the qrels' ``doc_ids`` and grades.
+    idcg, idcg_exp : ndarray of float64, shape (n_queries, n_ks)
+        The ideal DCG of each query at each K, linear and exponential gain.
+    """
+
+    qrels: Qrels
+    ks: tuple[int, ...]
+    query_ids: pa.Array
+    n_relevant: np.ndarray
+    rel_offsets: np.ndarray
+    rel_docs: np.ndarray
+    rel_grade: np.ndarray
+    idcg: np.ndarray
+    idcg_exp: np.ndarray
+
+    @classmethod
+    def of(cls, qrels: Qrels, ks: tuple[int, ...]) -> Judgments:
+        nq = qrels.n_queries
+        order = np.asarray(pc.sort_indices(qrels.query_ids).to_numpy(), dtype=np.int64)
+        eval_of_qgroup = np.empty(nq, dtype=np.int64)
+        eval_of_qgroup[order] = np.arange(nq)
+        qe = np.repeat(eval_of_qgroup, np.diff(qrels.offsets))
+        is_rel = qrels.relevance >= 1
+        rel_q, rel_g, rel_doc = qe[is_rel], qrels.relevance[is_rel], qrels.doc_codes[is_rel]
+        n_rel = np.bincount(rel_q, minlength=nq)
+        by_query = np.argsort(rel_q, kind="stable")
+        ideal = np.lexsort((-rel_g, rel_q))
+        ideal_query, ideal_grade = rel_q[ideal], rel_g[ideal].astype(np.float64)
+        ideal_pos = positions_in_groups(n_rel)
+        ideal_discount = 1.0 / np.log2(ideal_pos + 2.0)
+        idcg = np.zeros((nq, len(ks)))
+        idcg_exp = np.zeros((nq, len(ks)))
+        for j, k in enumerate(ks):
+            im = ideal_pos < k
+            idcg[:, j] = _bincount(ideal_query[im], nq, (ideal_grade * ideal_discount)[im])
+            gain = 2.0**ideal_grade - 1.0
+            idcg_exp[:, j] = _bincount(ideal_query[im], nq, (gain * ideal_discount)[im])
+        return cls(
+            qrels=qrels,
+            ks=ks,
+            query_ids=qrels.query_ids.take(pa.array(order)),
+            n_relevant=n_rel,
+            rel_offsets=offsets(n_rel),
+            rel_docs=rel_doc[by_query],
+            rel_grade=rel_g[by_query],
+            idcg=idcg,
+            idcg_exp=idcg_exp,
+        )
+
+    @property
+    def n_queries(self) -> int:
+        return len(self.query_ids)
+
+
+# -- one block, prepared ---------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class Prepared:
+    """One block of a run, reduced to what the kernels need (local query = index in the block's
+    judged queries, in block order).
+
+    ``top_pat``, ``hit_pat``, ``deep_*`` and ``rel_*`` are set only with an ACL.
+    """
+
+    eval_index: np.ndarray  # eval index of each judged query of the block
+    depth: np.ndarray  # results per judged query
+    not_judged: int  # the block's queries without judgments
+    hit_query: np.ndarray  # local query of each relevant result, by query then rank
+    hit_rank: np.ndarray  # 0-based rank
+    hit_grade: np.ndarray  # relevance grade, float
+    rows_matched: bool = False  # whether the ACL grants any of the first kmax results
+    top_pat: np.ndarray | None = None  # (n, kmax) pattern of the first kmax results
+    hit_pat: np.ndarray | None = None
+    deep_pat: np.ndarray | None = None  # (n, width): results kmax … deepest hit, padded
+    rel_query: np.ndarray | None = None  # relevant judgments of the block's queries
+    rel_pat: np.ndarray | None = None
+
+    @property
+    def n_queries(self) -> int:
+        return len(self.eval_index)
+
+
+def _relevant_rows(
+    run: Run, local: np.ndarray, rows: np.ndarray, judg: Judgments, eval_index: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Which of ``rows`` (of local queries ``local``) are judged relevant, and their grades."""
+    starts, stops = judg.rel_offsets[eval_index], judg.rel_offsets[eval_index + 1]
+    sizes = stops - starts
+    picked = np.repeat(starts, sizes) + positions_in_groups(sizes)
+    if not len(picked) or not len(rows):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    # the block's relevant documents, as a small vocabulary the run's ids are looked up in
+    codes, inverse = np.unique(judg.rel_docs[picked], return_inverse=True)
+    vocab = judg.qrels.doc_ids.take(pa.array(codes))
+    keys = np.repeat(np.arange(len(eval_index)), sizes) * len(codes) + inverse.ravel()
+    order = np.argsort(keys, kind="stable")
+    keys, grades = keys[order], judg.rel_grade[picked][order]
+    used, where = np.unique(run.doc_codes[rows], return_inverse=True)
+    found = index_in(run.doc_ids.take(pa.array(used)), vocab)[where.ravel()]
+    candidate = np.flatnonzero(found >= 0)
+    probe = local[candidate] * len(codes) + found[candidate]
+    pos = np.minimum(np.searchsorted(keys, probe), len(keys) - 1)
+    ok = keys[pos] == probe
+    return rows[candidate[ok]], grades[pos[ok]]
+
+
+def prepare(run: Run, judg: Judgments, acl: Acl | None) -> Prepared:
+    """The kernels' view of one block: judged queries, their relevant results and, with an ACL,
+    the authorization pattern of each result a pair may need."""
+    ks = judg.ks
+    kmax = ks[-1]
+    found = index_in(run.query_ids, judg.query_ids)
+    judged = np.flatnonzero(found >= 0)
+    eval_index = found[judged]
+    starts = run.offsets[judged]
+    depth = run.offsets[judged + 1] - starts
+    # without an ACL only the first kmax results matter; with one, every relevant result does
+    seen = depth if acl is not None else np.minimum(depth, kmax)
+    local = np.repeat(np.arange(len(judged)), seen)
+    rank = positions_in_groups(seen)
+    rows = np.repeat(starts, seen) + rank
+    hit_rows, grade = _relevant_rows(run, local, rows, judg, eval_index)
+    # rows are by query then rank, and the hits keep that order
+    where = np.searchsorted(rows, hit_rows)
+    prepared = Prepared(
+        eval_index=eval_index,
+        depth=depth,
+        not_judged=int(len(found) - len(judged)),
+        hit_query=local[where],
+        hit_rank=rank[where],
+        hit_grade=grade.astype(np.float64),
+    )
+    if acl is not None:
+        _patterns(prepared, run, starts, judg, acl, kmax)
+    return prepared
+
+
+def _patterns(
+    prepared: Prepared, run: Run, starts: np.ndarray, judg: Judgments, acl: Acl, kmax: int
+) -> None:
+    """Each result's authorization pattern (`arecall.io.acl.Acl.doc_patterns`), for the rows
+    the pair kernel may read: the first kmax, the relevant ones, and the rows between kmax and
+    each query's deepest relevant result."""
+    nobody = acl.n_patterns - 1
+    depth = prepared.depth
+    deepest = np.zeros(len(depth), dtype=np.int64)
+    np.maximum.at(deepest, prepared.hit_query, prepared.hit_rank)
+    deep_len = np.maximum(np.minimum(depth, deepest) - kmax, 0)
+    top = np.arange(kmax)[None, :] < depth[:, None]
+    top_rows = np.where(top, starts[:, None] + np.arange(kmax)[None, :], 0)
+    deep_rows = np.repeat(starts + kmax, deep_len) + positions_in_groups(deep_len)
+    hit_rows = starts[prepared.hit_query] + prepared.hit_rank
+    needed = np.concatenate([top_rows[top], deep_rows, hit_rows])
+    codes, inverse = np.unique(run.doc_codes[needed], return_inverse=True)
+    pattern_of = acl.doc_patterns(run.doc_ids.take(pa.array(codes)))
+    pattern = pattern_of[inverse.ravel()]
+    n_top = int(top.sum())
+    top_pat = np.full(top.shape, nobody, dtype=np.int64)
+    top_pat[top] = pattern[:n_top]
+    prepared.rows_matched = bool(acl.grants_anyone(pattern[:n_top]).any())
+    prepared.top_pat = top_pat
+    deep = np.full((len(depth), int(deep_len.max(initial=0))), nobody, dtype=np.int32)
+    deep[np.arange(deep.shape[1])[None, :] < deep_len[:, None]] = pattern[
+        n_top : n_top + len(deep_rows)
+    ]
+    prepared.deep_pat = deep
+    prepared.hit_pat = pattern[n_top + len(deep_rows) :]
+    # the relevant judgments of the block's queries (|R ∩ A_p| needs them, retrieved or not)
+    ev = prepared.eval_index
+    sizes = judg.rel_offsets[ev + 1] - judg.rel_offsets[ev]
+    picked = np.repeat(judg.rel_offsets[ev], sizes) + positions_in_groups(sizes)
+    docs, inverse = np.unique(judg.rel_docs[picked], return_inverse=True)
+    rel_pattern = acl.doc_patterns(judg.qrels.doc_ids.take(pa.array(docs)))
+    prepared.rel_query = np.repeat(np.arange(len(ev)), sizes)
+    prepared.rel_pat = rel_pattern[inverse.ravel()]
+
+
+def missing(judg: Judgments, eval_index: np.ndarray, acl: Acl | None) -> Prepared:
+    """Judged queries the run never returned: depth 0, nothing retrieved (a block of their own,
+    so their pairs get |R ∩ A_p| like every other)."""
+    empty = np.zeros(0, dtype=np.int64)
+    prepared = Prepared(
+        eval_index=eval_index,
+        depth=np.zeros(len(eval_index), dtype=np.int64),
+        not_judged=0,
+        hit_query=empty,
+        hit_rank=empty,
+        hit_grade=np.zeros(0),
+    )
+    if acl is not None:
+        kmax = judg.ks[-1]
+        prepared.top_pat = np.full((len(eval_index), kmax), acl.n_patterns - 1, dtype=np.int64)
+        prepared.hit_pat = empty
+        prepared.deep_pat = np.zeros((len(eval_index), 0), dtype=np.int32)
+        sizes = judg.rel_offsets[eval_index + 1] - judg.rel_offsets[eval_index]
+        picked = np.repeat(judg.rel_offsets[eval_index], sizes) + positions_in_groups(sizes)
+        docs, inverse = np.unique(judg.rel_docs[picked], return_inverse=True)
+        rel_pattern = acl.doc_patterns(judg.qrels.doc_ids.take(pa.array(docs)))
+        prepared.rel_query = np.repeat(np.arange(len(eval_index)), sizes)
+        prepared.rel_pat = rel_pattern[inverse.ravel()]
+    return prepared
+
+
+# -- standard measures -----------------------------------------------------------------------------
+
+
+def standard(prepared: Prepared, judg: Judgments) -> dict[str, np.ndarray]:
+    """Every standard measure per (local query, K), each R = ∅ value from the registry."""
+    ks = judg.ks
+    nq = prepared.n_queries
+    ev = prepared.eval_index
+    n_rel = judg.n_relevant[ev]
+    hq, hrank, hrel = prepared.hit_query, prepared.hit_rank, prepared.hit_grade
+    nth = positions_in_runs(hq)
+    first = nth == 0
+    discount = 1.0 / np.log2(hrank + 2.0)
+    std = {m: np.zeros((nq, len(ks))) for m in STANDARD_MEASURES}
+    empty = {m: EVALUATE[m].empty for m in STANDARD_MEASURES}
+    for j, k in enumerate(ks):
+        m = hrank < k
+        n_hits = _bincount(hq[m], nq)
+        std["recall"][:, j] = ratio(n_hits, n_rel, empty["recall"])
+        std["precision"][:, j] = n_hits / k
+        std["hit_rate"][:, j] = n_hits > 0
+        for name, gain, idcg in (
+            ("ndcg", hrel, judg.idcg[ev, j]),
+            ("ndcg_exp", 2.0**hrel - 1.0, judg.idcg_exp[ev, j]),
+        ):
+            dcg = _bincount(hq[m], nq, (gain * discount)[m])
+            std[name][:, j] = ratio(dcg, idcg, empty[name])
+        firsts = m & first
+        std["mrr"][:, j] = _bincount(hq[firsts], nq, 1.0 / (hrank[firsts] + 1.0))
+        ap = _bincount(hq[m], nq, ((nth + 1.0) / (hrank + 1.0))[m])
+        std["map"][:, j] = ratio(ap, n_rel, empty["map"])
+    return std
+
+
+# -- authorized counts -----------------------------------------------------------------------------
+
+#: Cells (query × result × principal) of the first-K window unpacked at a time.
+_WINDOW_CELLS = 1 << 22
+
+
+def _unpack(bits: np.ndarray, patterns: np.ndarray, n: int) -> np.ndarray:
+    """The authorization of principals 0 … n − 1 for each of ``patterns`` (shape + (n,))."""
+    return np.unpackbits(bits[patterns], axis=-1, count=n, bitorder="little")
+
+
+def _running(authorized: np.ndarray) -> np.ndarray:
+    """Authorized results among the first r + 1, for (query, r, principal) (a cumulative sum
+    over the middle axis, one rank at a time: numpy's own is several times slower there)."""
+    out = np.empty(authorized.shape, dtype=np.int16 if authorized.shape[1] < 1 << 15 else np.int32)
+    if authorized.shape[1]:
+        out[:, 0] = authorized[:, 0]
+    for r in range(1, authorized.shape[1]):
+        np.add(out[:, r - 1], authorized[:, r], out=out[:, r])
+    return out
+
+
+def _per_query(values: np.ndarray, query: np.ndarray, nq: int) -> np.ndarray:
+    """Sums of ``values`` rows (sorted by ``query``) per query: (nq, columns)."""
+    import scipy.sparse as sp  # numpy's sums along the first axis are ~20× slower than this
+
+    owner = sp.csr_matrix(
+        (np.ones(len(query), dtype=np.float32), (query, np.arange(len(query)))),
+        shape=(nq, len(query)),
+    )
+    # float32 counts are exact below 2**24 (a query's relevant results)
+    return np.asarray(owner @ values.astype(np.float32), dtype=np.int32)
+
+
+def authorization_tables(acl: Acl, start: int, stop: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """What `pair_counts` reads for principals ``start … stop − 1``: the patterns' packed bits
+    (pattern-major: every principal of a result's pattern at once) and, when it is small
+    enough, the same as one byte per (principal, pattern) (principal-major: one principal's
+    patterns in one row, for the deep scan's gathers)."""
+    bits = acl.pattern_bits(start, stop)
+    table = None
+    if (stop - start) * bits.shape[0] <= _TABLE_BYTES:
+        table = np.ascontiguousarray(
+            np.unpackbits(bits, axis=1, count=stop - start, bitorder="little").T
+        )
+    return bits, table
+
+
+def pair_counts(
+    start: int,
+    stop: int,
+    tables: tuple[np.ndarray, np.ndarray | None],
+    *,
+    ks: tuple[int, ...],
+    depth: np.ndarray,
+    top_pat: np.ndarray,
+    hit_query: np.ndarray,
+    hit_rank: np.ndarray,
+    hit_pat: np.ndarray,
+    deep_pat: np.ndarray,
+    rel_query: np.ndarray,
+    rel_pat: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """``n_auth``, ``post``, ``pre`` and ``unusable`` of principals ``start … stop − 1`` (whose
+    authorization patterns ``tables`` holds, `authorization_tables`) on one block.
+
+    Returns int32 arrays shaped (principals, queries, K) — ``n_auth`` (principals, queries).
+    """
+    bits, table = tables
+    n_p, nq, n_k, kmax = stop - start, len(depth), len(ks), ks[-1]
+    karr = np.asarray(ks)
+    unusable = np.zeros((n_p, nq, n_k), dtype=np.int32)
+    post = np.zeros((n_p, nq, n_k), dtype=np.int32)
+    pre = np.zeros((n_p, nq, n_k), dtype=np.int32)
+    hit_auth = _unpack(bits, hit_pat, n_p).astype(bool)  # (hits, principals)
+    small = np.int16 if kmax < 1 << 15 else np.int32
+    before = np.full((len(hit_rank), n_p), kmax, dtype=small)  # authorized results above
+    base = np.zeros((nq, n_p), dtype=small)  # authorized among the first kmax
+    step = max(1, _WINDOW_CELLS // max(kmax * n_p, 1))
+    for a in range(0, nq, step):
+        b = min(a + step, nq)
+        counted = _running(_unpack(bits, top_pat[a:b], n_p))
+        shown = np.minimum(karr[None, :], depth[a:b, None])  # results in the first K
+        at = np.take_along_axis(counted, np.maximum(shown - 1, 0)[:, :, None], axis=1)
+        authorized = np.where(shown[:, :, None] > 0, at, 0)  # (queries, K, principals)
+        unusable[:, a:b, :] = (shown[:, :, None] - authorized).transpose(2, 0, 1)
+        base[a:b] = counted[:, kmax - 1, :]
+        mine = np.flatnonzero((hit_query >= a) & (hit_query < b) & (hit_rank < kmax))
+        top_rank = hit_rank[mine]
+        above = counted[hit_query[mine] - a, np.maximum(top_rank - 1, 0), :]
+        before[mine] = np.where(top_rank[:, None] > 0, above, 0)
+    deep = np.flatnonzero(hit_rank >= kmax)
+    if len(deep):
+        before[deep] = _deep_before(
+            bits, table, base, hit_auth[deep], hit_query[deep], hit_rank[deep], deep_pat, kmax
+        )  # fmt: skip
+    for j, k in enumerate(ks):
+        post[:, :, j] = _per_query(hit_auth & (hit_rank[:, None] < k), hit_query, nq).T
+        pre[:, :, j] = _per_query(hit_auth & (before < k), hit_query, nq).T
+    n_auth = _per_query(_unpack(bits, rel_pat, n_p), rel_query, nq).T
+    return {"n_auth": n_auth, "post": post, "pre": pre, "unusable": unusable}
+
+
+#: Cells (pair × result) of one window of the deep scan.
+_SCAN_CELLS = 1 << 20
+#: Bytes of the principal × pattern table the deep scan reads, unpacked; past it, packed bits.
+_TABLE_BYTES = 1 << 26
+
+
+def _deep_before(
+    bits: np.ndarray,
+    table: np.ndarray | None,
+    base: np.ndarray,
+    auth: np.ndarray,
+    query: np.ndarray,
+    rank: np.ndarray,
+    deep_pat: np.ndarray,
+    kmax: int,
+) -> np.ndarray:
+    """min(kmax, authorized results above) for relevant results below the first kmax.
+
+    Only pairs (query, principal) with an authorized relevant result down there and fewer than
+    kmax authorized results in the first kmax are scanned, window by window, each pair until it
+    has kmax (then no deeper result can count for any K) or passes its deepest such result.
+    ``deep_pat[q, i]`` is the pattern of query q's result at rank kmax + i (padded with
+    nobody's pattern, which grants no one).
+    """
+    out = np.full(auth.shape, kmax, dtype=base.dtype)
+    h_idx, p_idx = np.nonzero(auth & (base < kmax)[query])
+    if not len(h_idx):
+        return out
+    if not deep_pat.shape[1]:  # every such result is at rank kmax: nothing above to scan
+        deep_pat = np.full((len(deep_pat), 1), bits.shape[0] - 1, dtype=np.int32)
+    # the pairs to scan (by principal: the gathers then stay in one principal's table row), and
+    # for each the deepest rank it must reach
+    nq = len(deep_pat)
+    pair_key = p_idx.astype(np.int64) * nq + query[h_idx]
+    pairs, task_pair = np.unique(pair_key, return_inverse=True)
+    task_pair = task_pair.ravel()
+    pair_p, pair_q = pairs // nq, pairs % nq
+    end = np.zeros(len(pairs), dtype=np.int64)
+    np.maximum.at(end, task_pair, rank[h_idx])
+    count = base[pair_q, pair_p].astype(np.int64)  # authorized results above the window
+    task_rank = rank[h_idx]
+    task_order = np.argsort(task_rank, kind="stable")
+    result = np.full(len(h_idx), kmax, dtype=np.int64)
+    # whether principal p may use pattern u: one byte each when that is small, else the bits
+    n_pat = bits.shape[0]
+    flat_table = table.ravel() if table is not None else None  # principal-major
+    byte, shift = pair_p >> 3, (pair_p & 7).astype(np.uint8)
+    deep_flat, deep_width = deep_pat.ravel(), deep_pat.shape[1]
+    active = np.arange(len(pairs))
+    lo, t, width_cap = kmax, 0, 32
+    while len(active):
+        width = int(min(width_cap, max(8, _SCAN_CELLS // len(active))))
+        hi = lo + width
+        columns = np.arange(lo - kmax, hi - kmax)
+        inside = columns < deep_pat.shape[1]
+        pats = deep_flat[(pair_q[active] * deep_width)[:, None] + np.where(inside, columns, 0)]
+        if flat_table is not None:
+            bit = flat_table[(pair_p[active] * n_pat)[:, None] + pats]
+        else:
+            bit = (bits[pats, byte[active, None]] >> shift[active, None]) & 1
+        if not inside.all():  # past every query's deepest relevant result: nothing to count
+            bit[:, ~inside] = 0
+        running = np.cumsum(bit, axis=1, dtype=np.int32)
+        # relevant results whose rank falls in this window: authorized results above them
+        t_end = t + int(np.searchsorted(task_rank[task_order[t:]], hi))
+        tasks = task_order[t:t_end]
+        t = t_end
+        if len(tasks):
+            where = np.full(len(pairs), -1, dtype=np.int64)
+            where[active] = np.arange(len(active))
+            row = where[task_pair[tasks]]
+            live = row >= 0
+            offset = task_rank[tasks[live]] - lo
+            within = np.where(offset > 0, running[row[live], np.maximum(offset - 1, 0)], 0)
+            result[tasks[live]] = np.minimum(count[active[row[live]]] + within, kmax)
+        count[active] += running[:, -1]
+        keep = (count[active] < kmax) & (end[active] >= hi)  # a result at rank hi: next window
+        active = active[keep]
+        lo, width_cap = hi, min(width_cap * 2, 1024)
+    out[h_idx, p_idx] = result
+    return out
+
+
+def pair_inputs(prepared: Prepared, ks: tuple[int, ...]) -> dict[str, Any]:
+    """The arrays every block of principals shares, for `pair_counts`."""
+    return {
+        "ks": ks,
+        "depth": prepared.depth,
+        "top_pat": prepared.top_pat,
+        "hit_query": prepared.hit_query,
+        "hit_rank": prepared.hit_rank,
+        "hit_pat": prepared.hit_pat,
+        "deep_pat": prepared.deep_pat,
+        "rel_query": prepared.rel_query,
+        "rel_pat": prepared.rel_pat,
+    }
+
+
+def joined(
+    parts: list[Mapping[str, np.ndarray]], n_queries: int, n_ks: int
+) -> dict[str, np.ndarray]:
+    """The blocks of principals' counts, joined in principal order."""
+    if not parts:
+        return {
+            "n_auth": np.zeros((0, n_queries), dtype=np.int32),
+            **{
+                n: np.zeros((0, n_queries, n_ks), dtype=np.int32)
+                for n in ("post", "pre", "unusable")
+            },
+        }
+    return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}

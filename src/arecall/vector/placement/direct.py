@@ -1,0 +1,255 @@
+"""The direct plan: a filter independent of the cells, answered in one to three faiss calls.
+
+Where the cells' counts show the filter ignoring the geometry (`Cells.looks_independent`),
+every query's local selectivity is the global share, and the plan is the one the general path
+(`arecall.vector.placement.general`) would reach for such a filter, without its per-query
+bookkeeping: a strided sample reads its top-ef lists at
+:meth:`~arecall.vector.placement.curves.RecallCurves.ef_direct` (the efSearch where the
+calibrated curve crosses the batch's aim), and if those lists hold, pooled, the share the
+filter's size predicts, every other query is pushed down at that efSearch in one call,
+certified by the uniform-filter calibration. Where the planner measured one list walk for the
+whole batch cheaper than that sample and pushdown
+(:meth:`~arecall.vector.placement.costs.CostModel.lists_pay`), every query reads its list in
+one call instead, and only the lists holding fewer than k go to pushdown.
+
+Between and before its faiss calls it does as little as it can, and the rest after: at
+100,000 vectors, a hundred microseconds of numpy between the sample's walk and the pushdown
+cost the pushdown three times that (the graph it had cached was evicted), and this plan must
+run within 10% of a plain pushdown of the batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from arecall.vector.index import Hits
+from arecall.vector.placement import certification
+from arecall.vector.placement.batch import Batch
+from arecall.vector.placement.evidence import Plan
+from arecall.vector.placement.settle import Answers, check_concentration, settle, walk_rows
+
+__all__ = ["direct", "scan_all"]
+
+Lists = tuple[int, Hits]
+"""(efSearch, every query's unfiltered top-efSearch list): lists the direct plan read and hands
+to the general plan when it declines, so that no query walks twice at the same efSearch."""
+
+
+def direct(batch: Batch) -> tuple[tuple[Hits, Plan] | None, Lists | None]:
+    """The direct plan's answer and plan — or ``None`` (nothing answered) where the general
+    plan must decide, with the lists it read if it read every query's.
+
+    ``None`` before any search where the calibration does not reach the goal at this share,
+    and after the lists where they fall short of the filter's share; every query scanned
+    where no walk at the global share beats the scan (:func:`scan_all`), or where the lists'
+    answers show a batch unlike the calibration's queries (:func:`_sample_shifted`).
+    """
+    planner, n_q, s_global = batch.planner, batch.n_q, batch.share
+    ef = planner.ef_direct(s_global, n_q)
+    if not planner.walk_cost(ef) < batch.scan_cost:
+        # Every query has the global share, and no walk at it beats the scan: the general
+        # plan would scan them all too, after 0.3-0.5 ms of numpy (10% of a 10% scan at
+        # 100,000 vectors). The same answer and the same plan, without it.
+        return scan_all(batch), None
+    if planner.direct_recall(s_global, n_q) < planner.goal:
+        return None, None
+    every = planner.lists_pay(ef, s_global)
+    settings = planner.settings
+    # The rows whose lists are read: every row, or the sample.
+    read = (
+        np.arange(n_q)
+        if every
+        else certification.sample_rows(n_q, settings.sample_min, settings.sample_share)
+    )
+    full = batch.index._walk(batch.q if every else batch.q[read], ef, ef)
+    ok = batch.mask[full.ids] & (full.ids >= 0)  # faiss pads with -1: mask[-1], masked out
+    count = np.count_nonzero(ok, axis=1)
+    if not certification.pooled_share_fits(count, ef, s_global, settings.pooled_share_z):
+        return None, ((ef, full) if every else None)
+    shifted = _sample_shifted(batch, ef, full, ok, count)
+    if shifted is not None:
+        # Answers unlike any the calibration saw: its recall says nothing about the rest.
+        return scan_all(batch, shifted, spent=planner.walk_cost(ef) * read.size), None
+    short = count < batch.k  # lists that cannot answer: pushed down with the rows not read
+    if every:
+        pushed = np.flatnonzero(short)
+    else:
+        rest = certification.unsampled_rows(n_q, settings.sample_min, settings.sample_share)
+        pushed = np.union1d(rest, read[short]) if short.any() else rest
+    got = batch.index._walk(batch.q[pushed], batch.k, ef, batch.mask) if pushed.size else None
+    return _answered(batch, ef, read, full, ok, short, pushed, got), None
+
+
+def _sample_shifted(
+    batch: Batch, ef: int, full: Hits, ok: npt.NDArray[np.bool_], count: npt.NDArray[np.int64]
+) -> tuple[int, int] | None:
+    """(answers below the calibration's tail threshold, answers) where the lists read show a
+    batch unlike the calibration's queries
+    (`arecall.vector.placement.certification.unlike_calibration`), else ``None``. Only a
+    comparison per list, between the two faiss calls: each answering list's k-th authorized
+    score against the calibration's thresholds."""
+    stratum = batch.planner.stratum(batch.share, float(ef))
+    answering = np.flatnonzero(count >= batch.k)
+    if stratum is None or not answering.size:
+        return None
+    kth_at = np.argmax(np.cumsum(ok[answering], axis=1) >= batch.k, axis=1)
+    kth = full.scores[answering, kth_at]
+    tail = kth < stratum.tail_below
+    if certification.unlike_calibration(batch.planner, tail, kth < stratum.deep_below) is None:
+        return None
+    return int(np.count_nonzero(tail)), int(answering.size)
+
+
+def _answered(
+    batch: Batch,
+    ef: int,
+    read: npt.NDArray[np.int64],
+    full: Hits,
+    ok: npt.NDArray[np.bool_],
+    short: npt.NDArray[np.bool_],
+    pushed: npt.NDArray[np.int64],
+    got: Hits | None,
+) -> tuple[Hits, Plan]:
+    """Everything after the searches: each read list's answer and evidence, the pushed rows'
+    answers, a scan of any pushdown that came back short, the audit and what it settles
+    (:func:`_audited`), and the plan."""
+    planner, n_q, k = batch.planner, batch.n_q, batch.k
+    certified = planner.direct_recall(batch.share, n_q)
+    walk = planner.walk_cost(ef)
+    ids = np.empty((n_q, k), dtype=np.int64)
+    scores = np.empty((n_q, k), dtype=np.float32)
+    _, rank_k, kept = certification.read_lists(full, batch.mask, k, ok)
+    answered = read[~short]
+    ids[answered], scores[answered] = kept.ids, kept.scores
+    # A list's rank certificate can only raise its recall above the uniform calibration's.
+    by_rank = planner.predicted_recall(float(ef * k) / rank_k[~short])
+    spent = walk * (n_q + int(np.count_nonzero(short)))  # a short list is walked twice
+    scanned = np.zeros(0, dtype=np.int64)
+    if got is not None:
+        ids[pushed], scores[pushed] = got.ids, got.scores
+        # A pushdown that comes back short (nodes HNSW left unreachable) is scanned.
+        scanned = pushed[got.returned() < min(k, batch.n_allowed)]
+    if scanned.size:
+        exact = batch.scan(scanned)
+        ids[scanned], scores[scanned] = exact.ids, exact.scores
+        spent += scanned.size * batch.scan_cost
+    rank_bonus = np.zeros(n_q)
+    rank_bonus[answered] = np.maximum(by_rank, certified) - certified
+    answers = Answers(
+        ids, scores, np.full(n_q, certified), np.full(n_q, ef), *_no_flags(n_q), spent
+    )
+    answers.value += rank_bonus
+    answers.value[scanned], answers.efs[scanned] = 1.0, 0
+    shifted, concentrated = _audited(batch, answers, rank_bonus)
+    graph = answers.efs[answers.efs > 0]
+    plan = Plan(
+        method="pushdown" if graph.size else "exact",
+        ef_search=int(graph.max()) if graph.size else None,
+        n_allowed=batch.n_allowed,
+        cost_exact=batch.scan_cost,
+        cost_pushdown=walk if graph.size else None,
+        n_fallback=int(np.count_nonzero(answers.efs == 0)) if graph.size else 0,
+        n_queries=n_q,
+        ef_min=int(graph.min()) if graph.size else None,
+        n_escalated=answers.escalated,
+        local_selectivity=batch.share,
+        predicted_recall=float(answers.value.mean()),
+        cost_auto=answers.spent / n_q,
+        shifted=shifted,
+        concentrated=concentrated,
+        n_stuck=int(np.count_nonzero(answers.stuck & (answers.efs > 0))),
+    )
+    return Hits(answers.ids, answers.scores), plan
+
+
+def _no_flags(n: int) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """No answer in the tail, none stuck: (tail, stuck) before an audit."""
+    return np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+
+
+def _audited(
+    batch: Batch, answers: Answers, rank_bonus: npt.NDArray[np.float64]
+) -> tuple[tuple[int, int] | None, tuple[float, float] | None]:
+    """Audit the walked answers against the calibration (typical ones keep their rank
+    certificate), check a concentrated batch's sample deeper, settle the batch to its goal, and
+    return the shift and concentration evidence, if any."""
+    planner, k = batch.planner, batch.k
+    walked = np.flatnonzero(answers.efs > 0)
+    a = certification.audit(
+        planner,
+        batch.q[walked],
+        Hits(answers.ids[walked], answers.scores[walked]),
+        batch.share,
+        answers.efs[walked],
+        batch.mask,
+    )
+    if a is None:
+        return None, None  # no support table: the calibration's mean certifies, as it always did
+    answers.note(walked, a)
+    answers.value[walked] += np.where(a.tail, 0.0, rank_bonus[walked])
+
+    def walk(rows: npt.NDArray[np.int64], ef: int) -> Hits:
+        return batch.index._walk(batch.q[rows], k, ef, batch.mask)
+
+    def deeper(rows: npt.NDArray[np.int64], efs: npt.NDArray[np.int64]) -> Hits:
+        return walk_rows(walk, rows, efs, k)
+
+    concentrated = check_concentration(planner, answers, walked, deeper, k)
+    unlike = a.shifted or bool(concentrated is not None and concentrated[1] < planner.goal)
+
+    def again(rows: npt.NDArray[np.int64], efs: npt.NDArray[np.int64]) -> None:
+        got = walk_rows(walk, rows, efs, k)
+        full = got.returned() >= min(k, batch.n_allowed)
+        rows, efs, got = rows[full], efs[full], Hits(got.ids[full], got.scores[full])
+        answers.take(rows, got)
+        answers.efs[rows] = efs
+        redone = certification.audit(
+            planner, batch.q[rows], got, batch.share, efs, batch.mask, test_shift=False
+        )
+        assert redone is not None
+        answers.note(rows, redone)
+
+    settle(planner, answers, unlike, again, batch.scan, batch.n_allowed)
+    shifted = (int(np.count_nonzero(a.tail)), int(walked.size)) if a.shifted else None
+    return shifted, concentrated
+
+
+def scan_all(
+    batch: Batch, shifted: tuple[int, int] | None = None, *, spent: float = 0.0
+) -> tuple[Hits, Plan]:
+    """Every query of a filter independent of the cells scanned, and the plan the general path
+    states for it (no query walked or probed: each query's local selectivity is the global
+    share, its certified recall 1, its cost the scan's) — or, with ``shifted``, the evidence
+    that the lists read (``spent`` scan distances) showed a batch the calibration does not
+    describe.
+
+    Examples
+    --------
+    >>> from arecall.vector.index import build_index
+    >>> from arecall.vector.placement import AutoPlanner
+    >>> idx = build_index(np.eye(4, dtype=np.float32), kind="exact")
+    >>> q, mask = np.eye(4, dtype=np.float32)[:2], np.ones(4, bool)
+    >>> batch = Batch(idx, q, 1, mask, 4, None, AutoPlanner(n_docs=4, k=1, ef_base=None))
+    >>> hits, plan = scan_all(batch)
+    >>> hits.rows(), str(plan)
+    ([[0], [1]], 'scan (local s=1.00: no graph plan cheaper)')
+    """
+    n_q, scan_cost = batch.n_q, batch.scan_cost
+    hits = batch.scan()
+    plan = Plan(
+        method="exact",
+        ef_search=None,
+        n_allowed=batch.n_allowed,
+        cost_exact=scan_cost,
+        cost_pushdown=None,
+        n_fallback=0,
+        n_queries=n_q,
+        ef_min=None,
+        n_escalated=0,
+        local_selectivity=float(np.full(n_q, batch.share).mean()),
+        predicted_recall=1.0,
+        cost_auto=float(np.full(n_q, n_q * scan_cost / n_q).mean()) + spent / n_q,
+        shifted=shifted,
+    )
+    return hits, plan

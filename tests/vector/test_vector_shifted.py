@@ -1,0 +1,244 @@
+"""``auto``'s promise holds for the batch the user sends, not for the calibration's (issue 35).
+
+``auto`` is calibrated on held-out queries drawn like the documents, as the pipeline draws them;
+the batches here are drawn otherwise (`arecall.vector.shifted`): around an unrelated mean, around
+the documents' mean flipped, shifted along a noise direction a half-space filter follows, and
+from one tight cluster at a time. Before the certificate audited the batch's own answers, the
+first two came back at recall 0.91-0.94 on these 5,000-vector corpora (certified 0.965-0.967),
+and one-cluster batches of the tight corpus at 10,000 vectors at 0.90-0.95. ``graph_cost=2``
+prices a graph distance low enough that the cost model alone would walk almost everywhere:
+only the certificate keeps the promise.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from arecall.core.errors import ArecallError
+from arecall.vector.adversarial import SHIFTED_CORPORA, adversarial_corpus
+from arecall.vector.index import Hits, VectorIndex, build_index
+from arecall.vector.oracle import tie_aware_recall
+from arecall.vector.placement import AutoPlanner, auto, calibrate_auto
+from arecall.vector.placement.certification import recall_bound, shift_alarm
+
+K = 10
+
+
+def recall(hits: Hits, oracle: Hits) -> float:
+    pairs = zip(hits.rows(), oracle.rows(), strict=True)
+    return float(np.mean([len(set(a) & set(b)) / max(1, len(b)) for a, b in pairs]))
+
+
+@functools.cache
+def setup(
+    name: str, n: int = 5000, n_queries: int = 200, few: int = 1
+) -> tuple[object, VectorIndex, AutoPlanner]:
+    corpus = adversarial_corpus(name, n, None, n_queries, seed=7, few=few)
+    index = build_index(corpus.data.vectors)
+    cal = corpus.data.calibration_queries(200)
+    return corpus, index, calibrate_auto(index, K, queries=cal, graph_cost=2.0)
+
+
+def keeps_the_promise(corpus, index: VectorIndex, planner: AutoPlanner, q, s: float) -> str:
+    mask = corpus.mask(s)
+    hits, plan = auto(index, q, K, mask, planner)
+    oracle = index.exact(q, K, mask)
+    got = recall(hits, oracle)
+    assert got >= 0.95, (corpus.name, s, got, str(plan))
+    assert (hits.returned() == min(K, int(mask.sum()))).all(), (corpus.name, s, str(plan))
+    assert all(bool(mask[i]) for row in hits.rows() for i in row), "unauthorized document"
+    return str(plan)
+
+
+@pytest.mark.parametrize("name", ["lowrank-offmean", "lowrank-flipped"])
+def test_queries_drawn_around_another_mean_are_not_certified_by_the_documents_calibration(
+    name: str,
+) -> None:
+    corpus, index, planner = setup(name)
+    for s in (0.5, 1.0):
+        plan = keeps_the_promise(corpus, index, planner, corpus.data.queries, s)
+        assert "unlike the calibration" in plan or "shifted" in plan, plan
+
+
+def test_a_filter_along_a_noise_direction_with_shifted_queries_is_seen_to_be_unlike_it() -> None:
+    # The cells cannot see a half-space along a noise direction (it looks independent of
+    # them), and the sample's lists hold its share pooled; the answers' k-th scores show the
+    # queries are drawn elsewhere. At 100,000 vectors their recall was 0.94 at 30% and 50%.
+    corpus, index, planner = setup("noisedir-shifted")
+    assert planner.cells is not None and planner.cells.looks_independent(corpus.mask(0.3))
+    for s in (0.3, 0.5):
+        plan = keeps_the_promise(corpus, index, planner, corpus.data.queries, s)
+        assert "unlike the calibration" in plan, plan
+
+
+def one_cluster_batches(few: int, per_cluster: int) -> int:
+    """Check every batch of one tight cluster's queries (over 32 of them) at 50% and 100%."""
+    corpus, index, planner = setup("tight-few", n=10_000, n_queries=few * per_cluster, few=few)
+    q = corpus.data.queries
+    cluster = corpus.groups[index.exact(q, 1).ids[:, 0]]
+    checked = 0
+    for g in np.unique(cluster):
+        batch = q[cluster == g]
+        if batch.shape[0] > 32:  # smaller batches carry only the calibration's margin
+            for s in (0.5, 1.0):
+                keeps_the_promise(corpus, index, planner, batch, s)
+            checked += 1
+    return checked
+
+
+def test_every_one_cluster_batch_of_tight_clusters_keeps_the_promise() -> None:
+    # A batch from one tight cluster shares one neighbourhood's graph: where that graph is
+    # worse than the calibration's average, every answer looks typical and the batch's recall
+    # is one draw (cluster 28 of these 20: 0.925 at 50% and 100% before this change).
+    assert one_cluster_batches(20, 45) >= 15
+
+
+@pytest.mark.long
+def test_every_one_cluster_batch_of_all_sixty_tight_clusters_keeps_the_promise() -> None:
+    # Nine of the 60 clusters' batches came back at 0.90-0.95 before this change.
+    assert one_cluster_batches(60, 60) >= 50
+
+
+def test_batches_drawn_like_the_calibration_raise_no_alarm_and_walk_as_before() -> None:
+    corpus, index, planner = setup("lowrank-uniform")
+    work = corpus.workload_queries(1000)
+    for s in (0.3, 0.5, 1.0):
+        for start in range(0, 1000, 200):
+            plan = keeps_the_promise(corpus, index, planner, work[start : start + 200], s)
+            assert plan.startswith("pushdown") and "shifted" not in plan, plan
+            assert "concentrated" not in plan and "unlike" not in plan, plan
+
+
+def test_the_shift_alarm_rings_no_more_often_than_its_level_on_batches_drawn_like_it() -> None:
+    # The threshold is the calibration's own order statistic, so a batch drawn like the
+    # calibration lands below it at a rate that is itself random: the beta-binomial accounts
+    # for both. 20,000 simulated (calibration, batch) pairs of uniform scores.
+    planner = AutoPlanner(n_docs=10, k=1, ef_base=1, n_calibration=400)
+    level = planner.settings.shift_level / 2
+    rng = np.random.default_rng(5)
+    below = int(np.ceil(planner.settings.tail_share * 400))
+    alarms = 0
+    trials = 20_000
+    threshold = np.sort(rng.random((trials, 400)), axis=1)[:, below]
+    counts = rng.binomial(200, threshold)
+    alarms = sum(shift_alarm(planner, int(c), 200, planner.settings.tail_share) for c in counts)
+    assert alarms <= 3 * level * trials, alarms
+    # ... and rings for a batch half of which is in the tail.
+    assert shift_alarm(planner, 100, 200, planner.settings.tail_share)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    universe=st.lists(st.integers(0, 10**6), min_size=6, max_size=40, unique=True),
+    k=st.integers(1, 5),
+    data=st.data(),
+)
+def test_a_deeper_search_bounds_recall_from_above_whatever_it_missed(universe, k, data) -> None:
+    scores = {i: s for s, i in enumerate(universe)}  # the id order is the score order
+    ids = sorted(universe, key=lambda i: -scores[i])
+    truth = set(ids[:k])
+    first = data.draw(st.lists(st.sampled_from(ids), min_size=k, max_size=k, unique=True))
+    deeper = data.draw(st.lists(st.sampled_from(ids), min_size=k, max_size=k, unique=True))
+
+    def hits(row: list[int]) -> Hits:
+        row = sorted(row, key=lambda i: -scores[i])
+        return Hits(np.array([row]), np.array([[scores[i] for i in row]], np.float32))
+
+    bound = float(recall_bound(hits(first), hits(deeper), k)[0])
+    assert bound >= len(truth & set(first)) / k
+
+
+def test_calibration_counts_an_exact_duplicate_of_a_true_neighbour_as_found() -> None:
+    # 55% of the documents are copies of 6% of the others: by ids, a plain search plateaus
+    # below the goal (a walk returns another copy than the scan's), so the calibration never
+    # reached it and auto never walked. By score, the copies are as good as the truth.
+    corpus = adversarial_corpus("lowrank-uniform", 5000, 128, 50, seed=7)
+    rng = np.random.default_rng(1)
+    copies = rng.random(5000) < 0.55
+    sources = np.flatnonzero(~copies)[:300]
+    vectors = corpus.data.vectors[np.where(copies, rng.choice(sources, size=5000), np.arange(5000))]
+    index = build_index(vectors)
+    cal = corpus.data.calibration_queries(200)
+    truth = index.exact(cal, K)
+    deep = index.search(cal, K, ef_search=256)
+    assert recall(deep, truth) < 0.95  # by ids: the corpus is adversarial
+    assert float(tie_aware_recall(deep, truth, vectors, cal).mean()) >= 0.99
+    planner = calibrate_auto(index, K, queries=cal, graph_cost=2.0)
+    assert planner.ef_base is not None and planner.recall[-1][1] >= 0.99
+    hits, plan = auto(index, corpus.data.queries, K, np.ones(5000, bool), planner)
+    oracle = index.exact(corpus.data.queries, K)
+    assert plan.method == "pushdown", str(plan)
+    got = tie_aware_recall(hits, oracle, vectors, corpus.data.queries)
+    assert float(got.mean()) >= 0.95
+
+
+def test_the_shifted_corpora_are_drawn_unlike_their_calibration_queries() -> None:
+    for name in SHIFTED_CORPORA:
+        corpus = adversarial_corpus(name, 2000, None, 50, seed=3)
+        index = build_index(corpus.data.vectors, kind="exact")
+        held = corpus.data.calibration_queries(50)
+        assert corpus.data.queries.shape == (50, corpus.data.vectors.shape[1])
+        np.testing.assert_array_equal(corpus.workload_queries(7), corpus.workload_queries(7))
+        if name == "tight-few":  # every query from one cluster, the held-out ones from all
+            nearest = corpus.groups[index.exact(corpus.data.queries, 1).ids[:, 0]]
+            assert np.unique(nearest).size == 1
+            assert np.unique(corpus.groups[index.exact(held, 1).ids[:, 0]]).size > 10
+        else:  # farther from the documents than any query drawn like them
+            scored = index.exact(corpus.data.queries, 1).scores[:, 0]
+            assert np.median(scored) < np.min(index.exact(held, 1).scores[:, 0]), name
+
+
+@pytest.mark.long
+@pytest.mark.parametrize(
+    ("name", "shares"),
+    [
+        ("lowrank-offmean", (0.5, 1.0)),
+        ("lowrank-flipped", (0.5, 1.0)),
+        ("noisedir-shifted", (0.3, 0.5)),
+        ("tight-few", (1.0,)),
+    ],
+)
+def test_the_six_batches_of_issue_35_keep_the_promise_at_100000_vectors(name, shares) -> None:
+    # The issue's six batches, 100,000 vectors, 200 queries, calibrated on 400 held-out queries
+    # drawn like the documents: certified 0.965-0.967 and delivered 0.854-0.9455 before.
+    corpus = adversarial_corpus(name, 100_000, None, 200, seed=7)
+    index = build_index(corpus.data.vectors, deterministic=False)
+    cal = corpus.data.calibration_queries(400)
+    planner = calibrate_auto(index, K, queries=cal, graph_cost=30.0)
+    for s in shares:
+        keeps_the_promise(corpus, index, planner, corpus.data.queries, s)
+
+
+def test_the_per_batch_confidence_is_a_setting_the_planner_keeps_and_aims_by() -> None:
+    # Issue 35: the confidence (99.5% per batch) becomes index.confidence. A planner keeps the
+    # one it was calibrated with, and aims a batch z standard errors above the target by it:
+    # less confidence, no deeper a search; more, no shallower.
+    from arecall.pipeline.vector_search import _experiment_options, _index_config
+    from arecall.vector.config import IndexConfig
+
+    assert IndexConfig().confidence == 0.995
+    config = _index_config({"name": "hnsw", "confidence": 0.99})
+    assert config.confidence == 0.99 and _experiment_options(config)["confidence"] == 0.99
+    corpus, index, planner = setup("lowrank-uniform")
+    assert planner.confidence == 0.995 and planner.z == pytest.approx(2.5758, abs=1e-4)
+    cal = corpus.data.calibration_queries(200)
+    loose = calibrate_auto(index, K, queries=cal, graph_cost=2.0, confidence=0.9)
+    sure = calibrate_auto(index, K, queries=cal, graph_cost=2.0, confidence=0.9999)
+    assert loose.confidence == 0.9 and loose.z < planner.z < sure.z
+    for s in (0.3, 0.5, 1.0):
+        assert loose.aim(s, 200) <= planner.aim(s, 200) <= sure.aim(s, 200)
+        assert loose.ef_direct(s, 200) <= planner.ef_direct(s, 200) <= sure.ef_direct(s, 200)
+    with pytest.raises(ArecallError, match=r"confidence=1\.0: must be in"):
+        calibrate_auto(index, K, queries=cal, confidence=1.0)
+    # ... and the store the experiment runs on passes it through.
+    from arecall.vector.stores import store_from_config
+
+    with store_from_config(IndexConfig(confidence=0.99)) as store:
+        store.build(corpus.data.vectors, {})
+        store.calibrate(K, cal, target_recall=0.95, graph_cost=2.0, confidence=0.99)
+        assert store.planner is not None and store.planner.confidence == 0.99
