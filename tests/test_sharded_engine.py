@@ -330,7 +330,10 @@ def test_block_data_reaches_the_cluster_without_a_large_task_graph(cluster):
     import warnings
 
     blocks = [np.full(3_000_000, i, dtype=np.int64) for i in range(2)]  # 24 MB each
-    with DaskEngine(cluster.scheduler_address) as engine, warnings.catch_warnings(record=True) as seen:
+    with (
+        DaskEngine(cluster.scheduler_address) as engine,
+        warnings.catch_warnings(record=True) as seen,
+    ):
         warnings.simplefilter("always")
         got = engine.map_blocks(_block_bytes, 2, block_data=lambda s, e: blocks[s], size=1)
     assert got == [24_000_000, 24_000_000]

@@ -32,9 +32,14 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _start_server(tmp_path: Path, template: Path) -> tuple[str, subprocess.Popen]:
+def _start_server(
+    tmp_path: Path, template: Path, store: Path | None = None
+) -> tuple[str, subprocess.Popen]:
+    """A server on a copy of ``template`` (a migrated empty store), or on ``store`` itself."""
     port = _free_port()
-    shutil.copyfile(template, tmp_path / "server.db")  # migrated already: starts sooner
+    db = store if store is not None else tmp_path / "server.db"
+    if store is None:
+        shutil.copyfile(template, db)  # migrated already: starts sooner
     # no background job runner: the test only logs and reads runs, and it starts seconds sooner
     env = {
         **os.environ,
@@ -52,7 +57,7 @@ def _start_server(tmp_path: Path, template: Path) -> tuple[str, subprocess.Popen
                 "--port",
                 str(port),
                 "--backend-store-uri",
-                f"sqlite:///{tmp_path}/server.db",
+                f"sqlite:///{db}",
                 "--artifacts-destination",
                 str(tmp_path / "artifacts"),
                 "--workers",

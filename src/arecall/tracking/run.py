@@ -13,25 +13,36 @@ past MLflow's limit is cut and kept in full as ``params_full.json``.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from arecall.tracking.ends import RunBlock, error_text
 from arecall.tracking.store import TrackingError, host, is_server, open_store, probe
 
 __all__ = [
+    "EXPERIMENT_KIND",
     "UPLOAD_STEPS",
     "Artifacts",
     "TrackedRun",
     "flatten",
+    "logged_line",
+    "now_ms",
     "safe_key",
+    "staged_artifacts",
     "upload_bar",
 ]
+
+#: The experiment tag MLflow's UI reads to choose its layout, and the value that opens on the
+#: runs table (MLflow's "Machine learning" kind; without it MLflow 3 opens a GenAI overview of
+#: traces, which arecall never logs).
+EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 
 #: What a run's upload does, in order: the steps of its progress bar.
 UPLOAD_STEPS = ("params, metrics and tags", "artifacts", "status")
@@ -91,6 +102,24 @@ def _params(flat: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
 Artifacts = Callable[[Any, str], None]
 
 
+def logged_line(run_id: str, uri: str, what: str = "") -> str:
+    """The line every tracked command prints for each run it logged: its id and its store.
+
+    Examples
+    --------
+    >>> logged_line("ab12", "sqlite:///mlflow.db")
+    'mlflow: logged run ab12 to sqlite:///mlflow.db'
+    >>> logged_line("cd34", "sqlite:///mlflow.db", "vector_search, nested in ab12")
+    'mlflow: logged run cd34 (vector_search, nested in ab12) to sqlite:///mlflow.db'
+    """
+    return f"mlflow: logged run {run_id}{f' ({what})' if what else ''} to {uri}"
+
+
+def now_ms() -> int:
+    """The time now as MLflow stores it: milliseconds since the epoch."""
+    return int(time.time() * 1000)
+
+
 class TrackedRun(RunBlock):
     """One MLflow run, written through `open_store`; ends FAILED or KILLED if the block fails.
 
@@ -124,12 +153,17 @@ class TrackedRun(RunBlock):
         params: Mapping[str, str] | None = None,
         results: tuple[str, str] | None = None,
         on_error: str = "fail",
+        start_time: int | None = None,
     ) -> None:
         self.uri, self.experiment, self.run_name = uri, experiment, run_name
+        #: when the work the run reports began (epoch ms); None: when the run is created
+        self.start_time = start_time
         self.tags = {"arecall.pid": str(os.getpid()), "arecall.host": host(), **(tags or {})}
         self.params = dict(params or {})
         self.results, self.on_error = results, on_error
         self.run_id: str | None = None
+        #: runs this one's logging nested in it, by name (the vector experiment's)
+        self.nested: dict[str, str | None] = {}
         self._failure: BaseException | None = None
         self._ended = False
 
@@ -143,7 +177,9 @@ class TrackedRun(RunBlock):
         try:
             with open_store(self.uri) as client:
                 experiment = _experiment_id(client, self.experiment)
-                run = client.create_run(experiment, run_name=self.run_name, tags=self.tags)
+                run = client.create_run(
+                    experiment, start_time=self.start_time, run_name=self.run_name, tags=self.tags
+                )
                 self.run_id = str(run.info.run_id)
         except Exception as exc:  # any store failure: the results come first
             self._failure = exc
@@ -183,11 +219,16 @@ class TrackedRun(RunBlock):
         *,
         tags: Mapping[str, str] | None = None,
         progress: Callable[[str], None] | None = None,
+        inputs: Sequence[Mapping[str, str]] = (),
+        end_time: int | None = None,
     ) -> str | None:
         """Log params, metrics and ``tags`` (one batch) and artifacts; end FINISHED; the run id.
 
         None when the store could not be written and ``on_error`` is ``warn``. ``progress`` is
-        told each of the `UPLOAD_STEPS` as it is done (a bar for a slow store).
+        told each of the `UPLOAD_STEPS` as it is done (a bar for a slow store). ``inputs`` are
+        MLflow datasets (`mlflow.entities.Dataset`'s fields; ``context`` its input tag), what the
+        runs table's Dataset column shows; ``end_time`` (epoch ms) when the work ended (default:
+        now).
         """
         done = progress or (lambda step: None)
         if self._failure is None:
@@ -195,11 +236,13 @@ class TrackedRun(RunBlock):
                 with open_store(self.uri, orphans=False) as client:
                     assert self.run_id is not None
                     self._log_params_with(client, metrics=metrics, stepped=stepped, tags=tags)
+                    if inputs:
+                        _log_inputs(client, self.run_id, inputs)
                     done(UPLOAD_STEPS[0])
                     if artifacts is not None:
                         artifacts(client, self.run_id)
                     done(UPLOAD_STEPS[1])
-                    client.set_terminated(self.run_id, "FINISHED")
+                    client.set_terminated(self.run_id, "FINISHED", end_time=end_time)
                     done(UPLOAD_STEPS[2])
                     self._ended = True
                     return self.run_id
@@ -243,16 +286,45 @@ class TrackedRun(RunBlock):
 
 
 def _experiment_id(client: Any, name: str) -> str:
+    """The experiment ``name``'s id: created with `EXPERIMENT_KIND`, or given it if it lacks it.
+
+    An experiment made before arecall set the tag (or one whose kind the UI only inferred) is
+    updated; a kind a user chose in the UI is left as they chose it.
+    """
+    key, kind = EXPERIMENT_KIND
     experiment = client.get_experiment_by_name(name)
-    if experiment is not None:
-        return str(experiment.experiment_id)
-    try:
-        return str(client.create_experiment(name))
-    except Exception:  # created meanwhile by another client of a server
-        experiment = client.get_experiment_by_name(name)
-        if experiment is None:
-            raise
-        return str(experiment.experiment_id)
+    if experiment is None:
+        try:
+            return str(client.create_experiment(name, tags={key: kind}))
+        except Exception:  # created meanwhile by another client of a server
+            experiment = client.get_experiment_by_name(name)
+            if experiment is None:
+                raise
+    current = (experiment.tags or {}).get(key)
+    if current is None or current.endswith("_inferred") or current == "no_inferred_type":
+        client.set_experiment_tag(experiment.experiment_id, key, kind)
+    return str(experiment.experiment_id)
+
+
+def _log_inputs(client: Any, run_id: str, inputs: Sequence[Mapping[str, str]]) -> None:
+    """Log datasets as the run's inputs (name, digest, source; ``context``: the input's tag)."""
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+    from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
+
+    datasets = [
+        DatasetInput(
+            Dataset(
+                name=d["name"],
+                digest=d["digest"],
+                source_type=d["source_type"],
+                source=d["source"],
+                profile=d.get("profile"),
+            ),
+            tags=[InputTag(MLFLOW_DATASET_CONTEXT, d["context"])] if d.get("context") else [],
+        )
+        for d in inputs
+    ]
+    client.log_inputs(run_id, datasets=datasets)
 
 
 def _log_batches(
@@ -285,6 +357,43 @@ def _log_batches(
         client.log_batch(run_id, metrics=m, params=p, tags=t)
         calls += 1
     return calls
+
+
+def staged_artifacts(
+    client: Any,
+    run_id: str,
+    tables: Mapping[str, Any],
+    documents: Mapping[str, Any],
+    reports: Mapping[str, Path],
+    top: Mapping[str, Path] | None = None,
+) -> None:
+    """Write every artifact into one staging directory and log it with one call.
+
+    MLflow's ``log_table`` / ``log_dict`` / ``log_artifact`` are a store round trip each (a
+    ``log_table`` three: it reads the run back to extend a tag), about two seconds for a
+    pipeline run; the files are the same: tables as pandas' ``orient="split"`` JSON (what
+    ``log_table`` writes and ``load_table`` reads), documents as indented JSON, the report
+    files under ``reports/``, and ``top`` (name → file) at the top, where MLflow's Compare
+    looks.
+    """
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="arecall-artifacts-") as tmp:
+        root = Path(tmp)
+        for name, frame in tables.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            frame.to_json(root / name, orient="split", index=False, date_format="iso")
+        for name, data in documents.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+        for name, path in (top or {}).items():
+            shutil.copyfile(path, root / name)
+        (root / "reports").mkdir()
+        for path in reports.values():
+            if Path(path).is_file():
+                shutil.copyfile(path, root / "reports" / Path(path).name)
+        client.log_artifacts(run_id, str(root))
 
 
 @contextmanager

@@ -167,6 +167,7 @@ class RemoteRun(RunBlock):
 
     def __init__(self, tracker: TrackerProcess, run: Any) -> None:
         self.tracker, self.run = tracker, run
+        self.nested: dict[str, str | None] = {}
         self._open = False
 
     def start(self) -> None:
@@ -180,15 +181,27 @@ class RemoteRun(RunBlock):
             "params": run.params,
             "results": list(run.results) if run.results else None,
             "on_error": run.on_error,
+            "start_time": run.start_time,
         }
         self.tracker.send({"op": "start", "run": definition})
         self._open = True
 
-    def finish(self, reports: Mapping[str, Path], *, vector: Any, rank_info: Path | None) -> Any:
+    def finish(
+        self,
+        reports: Mapping[str, Path],
+        *,
+        vector: Any,
+        rank_info: Path | None,
+        config: Mapping[str, Any] | None = None,
+        corpus: Path | None = None,
+        end_time: int | None = None,
+        vector_times: tuple[int, int] | None = None,
+    ) -> Any:
         """Log the reports and end the run FINISHED; the run id (None: store failed, ``warn``).
 
-        Raises `TrackingError` with the tracker's one line when the store could not be written
-        and ``on_error`` is ``fail``.
+        The arguments are `finish_pipeline_run`'s; the ids of the runs nested in this one (the
+        vector experiment's) are then in ``self.nested``. Raises `TrackingError` with the
+        tracker's one line when the store could not be written and ``on_error`` is ``fail``.
         """
         from arecall.tracking.store import TrackingError
 
@@ -201,6 +214,10 @@ class RemoteRun(RunBlock):
                 "reports": {name: str(path) for name, path in reports.items()},
                 "vector": table,
                 "rank_info": str(rank_info) if rank_info is not None else None,
+                "config": config,
+                "corpus": str(corpus) if corpus is not None else None,
+                "end_time": end_time,
+                "vector_times": list(vector_times) if vector_times else None,
             }
         )
         from arecall.tracking.run import upload_bar
@@ -216,6 +233,7 @@ class RemoteRun(RunBlock):
             print(f"arecall: warning: {answer['warning']}", file=sys.stderr)
         if "error" in answer:
             raise TrackingError(answer["error"])
+        self.nested = dict(answer.get("nested") or {})
         return answer.get("run_id")
 
     def end(self, status: str, error: BaseException | str | None = None) -> None:
@@ -270,6 +288,7 @@ def _serve(requests: IO[str], answers: IO[str], root: str) -> int:
                 params=d["params"],
                 results=tuple(d["results"]) if d["results"] else None,
                 on_error="fail",  # the run's process reports it: a warning or an error
+                start_time=d.get("start_time"),
             )
             run.start()
         elif op == "finish" and run is not None:
@@ -282,18 +301,27 @@ def _serve(requests: IO[str], answers: IO[str], root: str) -> int:
                 vector.attrs.update(table["attrs"])
             reports = {name: Path(path) for name, path in message["reports"].items()}
             rank_info = Path(message["rank_info"]) if message["rank_info"] else None
+            times = message.get("vector_times")
 
             def step(name: str) -> None:
                 answer({"step": name})
 
             try:
                 run_id = finish_pipeline_run(
-                    run, reports, vector=vector, rank_info=rank_info, progress=step
+                    run,
+                    reports,
+                    config=message.get("config"),
+                    corpus=Path(message["corpus"]) if message.get("corpus") else None,
+                    vector=vector,
+                    rank_info=rank_info,
+                    end_time=message.get("end_time"),
+                    vector_times=(times[0], times[1]) if times else None,
+                    progress=step,
                 )
             except TrackingError as exc:
                 answer({"warning" if d["on_error"] == "warn" else "error": str(exc)})
             else:
-                answer({"run_id": run_id})
+                answer({"run_id": run_id, "nested": run.nested})
             return 0
         elif op == "end" and run is not None:
             run.end(message["status"], message["error"])
