@@ -8,16 +8,16 @@ import urllib.request
 from typing import Any
 
 
-def get(url: str, path: str, **query: str) -> Any:
+def get(url: str, endpoint: str, **query: str) -> Any:
     with urllib.request.urlopen(
-        f"{url}{path}?{urllib.parse.urlencode(query)}", timeout=30
+        f"{url}{endpoint}?{urllib.parse.urlencode(query)}", timeout=30
     ) as response:
         return json.loads(response.read())
 
 
-def post(url: str, path: str, body: dict[str, Any]) -> Any:
+def post(url: str, endpoint: str, body: dict[str, Any]) -> Any:
     request = urllib.request.Request(
-        f"{url}{path}",
+        f"{url}{endpoint}",
         data=json.dumps(body).encode(),
         headers={"Content-Type": "application/json"},
         method="POST",

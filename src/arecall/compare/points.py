@@ -140,8 +140,10 @@ def short_labels(points: Sequence[Point]) -> list[Point]:
     >>> shown = short_labels([Point("a=1,r=tfidf", {}), Point("a=1,r=bm25", {})])
     >>> [p.label for p in shown]
     ['r=tfidf', 'r=bm25']
+    >>> [p.label for p in short_labels([Point("k=[1,5],r=x", {}), Point("k=[1,5],r=y", {})])]
+    ['r=x', 'r=y']
     """
-    parts = [p.label.split(",") for p in points]
+    parts = [_overrides(p.label) for p in points]
     if len(points) < 2 or not all(all("=" in x for x in part) for part in parts):
         return list(points)
     shared = set.intersection(*(set(part) for part in parts))
@@ -149,6 +151,19 @@ def short_labels(points: Sequence[Point]) -> list[Point]:
         replace(p, label=",".join(x for x in part if x not in shared) or "defaults")
         for p, part in zip(points, parts, strict=True)
     ]
+
+
+def _overrides(label: str) -> list[str]:
+    """A run name made of Hydra overrides, one per item (commas inside brackets kept)."""
+    items, depth, current = [], 0, ""
+    for ch in label:
+        depth += (ch in "[{(") - (ch in "]})")
+        if ch == "," and depth == 0:
+            items.append(current)
+            current = ""
+        else:
+            current += ch
+    return [*items, current]
 
 
 def _sweep_order(children: Sequence[Any], point: Point) -> tuple[int, str]:
