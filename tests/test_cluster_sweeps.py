@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -209,6 +210,13 @@ def test_without_an_address_a_local_loopback_cluster_runs_the_sweep_and_a_failed
     ) in lines
     assert "Traceback" not in err
     assert "corpus `seed_json`" in out  # the good point's tables, printed here
+    # the sweep's log holds our lines only: Dask's INFO lines (the scheduler starting, workers
+    # registering and being retired, ~40 of them) and its nannies' lines about ending the
+    # launcher's own workers stay out
+    logged = [line.split("][HYDRA] ", 1)[1] for line in out.splitlines() if "][HYDRA] " in line]
+    ours = re.compile(r"(Dask launcher: \d+ jobs on |\t#\d+ : |\t#\d+ ran on )")
+    assert logged and [m for m in logged if not ours.match(m)] == [], logged
+    assert not [line for line in err.splitlines() if "distributed" in line or "Worker" in line]
 
     client = MlflowClient(tracking_uri=mlflow_store)
     parent, children = _children(client)
