@@ -379,7 +379,7 @@ def _tracked(
     run = pipeline_run(
         config,
         root=root,
-        run_name=hydra_cfg.job.override_dirname or "defaults",
+        run_name=_run_name(hydra_cfg.job.override_dirname, sweep),
         entry="arecall run -m" if sweep else "arecall run",
         tags={"arecall.run_dir": str(directory)},
         results=(str(directory), str(directory)),
@@ -412,6 +412,28 @@ def _tracked(
             if child is not None
         ]
     return result
+
+
+def _run_name(overrides: str, sweep: bool) -> str:
+    """A run's name: its overrides; a sweep point's, only those its sweep varies (the others
+    are the sweep's parent run's name and every point's params).
+
+    Examples
+    --------
+    >>> os.environ["ARECALL_SWEPT_KEYS"] = "retriever"
+    >>> _run_name("corpus=synthetic,retriever=bm25", True), _run_name("", False)
+    ('retriever=bm25', 'defaults')
+    >>> del os.environ["ARECALL_SWEPT_KEYS"]
+    """
+    from arecall.compare.points import split_overrides
+    from arecall.tracking.sweep import SWEPT_ENV
+
+    swept = set(filter(None, os.environ.get(SWEPT_ENV, "").split(",")))
+    if sweep and swept:
+        varied = [o for o in split_overrides(overrides) if o.split("=", 1)[0] in swept]
+        if varied:
+            return ",".join(varied)
+    return overrides or "defaults"
 
 
 def _timed(result: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from arecall.core.errors import ArecallError
 
-__all__ = ["Point", "dvc_points", "mlflow_points", "short_labels"]
+__all__ = ["Point", "dvc_points", "mlflow_points", "short_labels", "split_overrides"]
 
 #: Config sections a comparison never lines up: where runs ran and were logged, and the vector
 #: experiment (a run of its own).
@@ -143,7 +143,7 @@ def short_labels(points: Sequence[Point]) -> list[Point]:
     >>> [p.label for p in short_labels([Point("k=[1,5],r=x", {}), Point("k=[1,5],r=y", {})])]
     ['r=x', 'r=y']
     """
-    parts = [_overrides(p.label) for p in points]
+    parts = [split_overrides(p.label) for p in points]
     if len(points) < 2 or not all(all("=" in x for x in part) for part in parts):
         return list(points)
     shared = set.intersection(*(set(part) for part in parts))
@@ -153,8 +153,15 @@ def short_labels(points: Sequence[Point]) -> list[Point]:
     ]
 
 
-def _overrides(label: str) -> list[str]:
-    """A run name made of Hydra overrides, one per item (commas inside brackets kept)."""
+def split_overrides(label: str) -> list[str]:
+    """A run name made of Hydra overrides (``override_dirname``), one per item; commas inside
+    brackets are a value's.
+
+    Examples
+    --------
+    >>> split_overrides("evaluation.ks=[1,5],retriever=bm25")
+    ['evaluation.ks=[1,5]', 'retriever=bm25']
+    """
     items, depth, current = [], 0, ""
     for ch in label:
         depth += (ch in "[{(") - (ch in "]})")

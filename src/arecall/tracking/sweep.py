@@ -19,9 +19,11 @@ from arecall.tracking.provenance import source_tags
 from arecall.tracking.run import TrackedRun, now_ms
 from arecall.tracking.store import open_store, tracking_uri
 
-__all__ = ["PARENT_ENV", "end_sweep", "start_sweep"]
+__all__ = ["PARENT_ENV", "SWEPT_ENV", "end_sweep", "start_sweep"]
 
 PARENT_ENV = "ARECALL_PARENT_RUN_ID"
+#: The keys a sweep varies (``retriever,profiles``): its points' runs are named after them.
+SWEPT_ENV = "ARECALL_SWEPT_KEYS"
 
 
 def start_sweep(experiment: str, overrides: Sequence[str]) -> str | None:
@@ -66,6 +68,7 @@ def end_sweep(status: str | None = None) -> None:
     Points still RUNNING (their process interrupted) are ended KILLED. Called when the sweep
     ends, and by ``arecall run`` when it ends early (an exception, a signal).
     """
+    os.environ.pop(SWEPT_ENV, None)
     run_id = os.environ.pop(PARENT_ENV, None)
     if run_id is None:
         return

@@ -18,9 +18,26 @@ from hydra.experimental.callback import Callback
 from arecall.tracking.pipeline import experiment_name
 from arecall.tracking.run import logged_line
 from arecall.tracking.store import tracking_uri
-from arecall.tracking.sweep import PARENT_ENV, end_sweep, start_sweep
+from arecall.tracking.sweep import PARENT_ENV, SWEPT_ENV, end_sweep, start_sweep
 
-__all__ = ["SweepCallback", "compare_points"]
+__all__ = ["SweepCallback", "compare_points", "swept_keys"]
+
+
+def swept_keys(overrides: list[str]) -> list[str]:
+    """The keys a sweep varies, as its points' ``override_dirname`` spells them.
+
+    Examples
+    --------
+    >>> swept_keys(["corpus=synthetic", "retriever=tfidf,bm25", "index@vector_search.index=a,b"])
+    ['retriever', 'index@vector_search.index']
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception:  # Hydra reports a bad override itself
+        return []
+    return [o.input_line.split("=", 1)[0].lstrip("+~") for o in parsed if o.is_sweep_override()]
 
 
 def compare_points(out: str | Path) -> None:
@@ -62,7 +79,9 @@ class SweepCallback(Callback):
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         if not (config.get("tracking") or {}).get("enabled", True):
             return
-        start_sweep(experiment_name(config), [str(o) for o in config.hydra.overrides.task])
+        overrides = [str(o) for o in config.hydra.overrides.task]
+        os.environ[SWEPT_ENV] = ",".join(swept_keys(overrides))
+        start_sweep(experiment_name(config), overrides)
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         compare_points(str(config.hydra.sweep.dir))

@@ -7,6 +7,12 @@ consumers orphaned). Here ``mlflow ui`` runs in a session of its own, with one w
 runner (arecall logs no GenAI jobs), and this process owns its ending: on SIGINT, SIGTERM or
 SIGHUP it sends SIGTERM to the server's whole process group, gives it `GRACE` seconds, then
 SIGKILLs what is left, and exits 130 / 143 / 129 only when nothing of it runs.
+
+It prints the address of the ``arecall`` experiment's runs table. MLflow 3.17's UI opens an
+experiment on its GenAI overview unless the browser chose "Model training" (its top-left switch,
+remembered by the browser) or the address says ``workflowType=machine_learning``; the
+experiment's ``mlflow.experimentKind`` tag, which arecall sets, does not decide the landing page
+in that version.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-__all__ = ["GRACE", "serve", "ui_main"]
+__all__ = ["GRACE", "runs_page", "serve", "ui_main"]
 
 #: Seconds the server gets to stop on SIGTERM before the rest of its group is killed.
 GRACE = 5.0
@@ -55,7 +61,27 @@ def _stop_group(proc: subprocess.Popen[bytes], grace: float) -> None:
             return
 
 
-def serve(uri: str, host: str = "127.0.0.1", port: int = 5000, grace: float = GRACE) -> int:
+def runs_page(host: str, port: int, experiment_id: str | None) -> str:
+    """The address of an experiment's runs table in MLflow's "Model training" view.
+
+    Examples
+    --------
+    >>> runs_page("127.0.0.1", 5000, "1")
+    'http://127.0.0.1:5000/#/experiments/1/runs?workflowType=machine_learning'
+    >>> runs_page("127.0.0.1", 5000, None)
+    'http://127.0.0.1:5000/#/experiments?workflowType=machine_learning'
+    """
+    where = f"experiments/{experiment_id}/runs" if experiment_id else "experiments"
+    return f"http://{host}:{port}/#/{where}?workflowType=machine_learning"
+
+
+def serve(
+    uri: str,
+    host: str = "127.0.0.1",
+    port: int = 5000,
+    grace: float = GRACE,
+    experiment_id: str | None = None,
+) -> int:
     """Run ``mlflow ui`` on ``uri`` until it exits or this process is told to stop.
 
     Returns the exit status: the server's own, or 128 + the signal that stopped it.
@@ -77,7 +103,11 @@ def serve(uri: str, host: str = "127.0.0.1", port: int = 5000, grace: float = GR
     previous = {sig: signal.signal(sig, stop) for sig in stopping}
     try:
         proc = subprocess.Popen(command, env=env, start_new_session=True)
-        print(f"arecall: MLflow UI on http://{host}:{port} ({uri}); Ctrl-C stops it", flush=True)
+        print(
+            f"arecall: MLflow UI on {uri}; the runs: {runs_page(host, port, experiment_id)} "
+            "(Ctrl-C stops it)",
+            flush=True,
+        )
         while proc.poll() is None and not received:
             time.sleep(0.2)
         _stop_group(proc, grace)
@@ -105,6 +135,6 @@ def ui_main(argv: Sequence[str]) -> int:
     if uri.startswith(("http://", "https://")):
         print(f"arecall: the store is a tracking server: open {uri}", file=sys.stderr)
         return 0
-    with open_store(uri, orphans=False):  # made whole before the UI opens it
-        pass
-    return serve(uri, args.host, args.port)
+    with open_store(uri, orphans=False) as client:  # made whole before the UI opens it
+        found = client.get_experiment_by_name("arecall")
+    return serve(uri, args.host, args.port, experiment_id=found.experiment_id if found else None)
