@@ -8,6 +8,7 @@ not what MLflow holds), the figure is a PNG of the expected size, and every way 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
 
@@ -55,16 +56,45 @@ def check_against_headlines(text: str, headlines: dict[str, dict]) -> None:
         )
 
 
-@pytest.fixture
-def two_runs(tmp_path, mlflow_store, arecall):
-    """Two tracked runs (the corpus's grants, random grants): their ids and headline.json."""
+@pytest.fixture(scope="module")
+def logged(tmp_path_factory, mlflow_template):
+    """Two tracked runs (the corpus's grants, random grants) in a store of this module: the
+    store, and each run's id and headline.json. Made once: the tests only read them."""
+    import contextlib
+    import io
+    import shutil
+
+    from arecall.cli import main
+
+    where = tmp_path_factory.mktemp("compare")
+    store = f"sqlite:///{where / 'store.db'}"
+    shutil.copyfile(mlflow_template, where / "store.db")
     found = {}
-    for profiles in ("corpus", "random"):
-        out = tmp_path / profiles
-        proc = arecall("run", f"profiles={profiles}", f"hydra.run.dir={out}", FAST_PROOF)
-        assert proc.returncode == 0, proc.stderr
-        (run_id,) = re.findall(r"^mlflow: logged run (\w+) to ", proc.stdout, re.M)
-        found[profiles] = (run_id, json.loads((out / "headline.json").read_text()))
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_TRACKING_URI", store)
+        for profiles in ("corpus", "random"):
+            out = where / profiles
+            with contextlib.redirect_stdout(io.StringIO()) as printed:
+                assert (
+                    main(["run", f"profiles={profiles}", f"hydra.run.dir={out}", FAST_PROOF]) == 0
+                )
+            (run_id,) = re.findall(r"^mlflow: logged run (\w+) to ", printed.getvalue(), re.M)
+            found[profiles] = (run_id, json.loads((out / "headline.json").read_text()))
+    for handler in root.handlers[:]:  # Hydra's job logging, as the `arecall` fixture undoes it
+        if handler not in handlers:
+            root.removeHandler(handler)
+            handler.close()
+    root.setLevel(level)
+    return store, found
+
+
+@pytest.fixture
+def two_runs(logged, monkeypatch):
+    """The module's two runs, with their store as this test's."""
+    store, found = logged
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
     return found
 
 
