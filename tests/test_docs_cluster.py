@@ -17,7 +17,7 @@ from mlflow.tracking import MlflowClient
 
 from _docs import background, clone_of, fixed_ports, sh, wait_http, write_trec_files
 
-from conftest import ROOT, dvc
+from conftest import ROOT
 
 pytestmark = pytest.mark.long
 
@@ -88,7 +88,6 @@ def test_the_cluster_guide_runs_as_written(repo: Path):
                 assert (repo / "reports" / report).read_bytes() == (
                     ROOT / "reports" / report
                 ).read_bytes()
-            assert "dask" in dvc(repo, "exp", "show", "--no-pager", check=True).stdout
 
 
 def test_make_ui_serves_the_mlflow_ui_on_loopback_on_either_port(repo: Path):

@@ -16,8 +16,6 @@ import pytest
 
 from conftest import ROOT, dvc, git, snapshot_repo
 
-pytestmark = pytest.mark.faults
-
 INJECTOR = """
 import os, signal, sys
 
@@ -45,6 +43,7 @@ KILL_POINTS = {
 }
 
 
+@pytest.mark.faults
 def test_kill_9_at_each_stage_then_dvc_repro_recovers_byte_identical(tmp_path: Path):
     work = snapshot_repo(tmp_path / "arecall")
     injector = tmp_path / "inject"
@@ -81,3 +80,63 @@ def test_kill_9_at_each_stage_then_dvc_repro_recovers_byte_identical(tmp_path: P
     assert git(work, "status", "--porcelain") == ""
     leftovers = [p for p in work.rglob("*.tmp") if ".dvc" not in p.parts and ".git" not in p.parts]
     assert leftovers == []
+
+
+def _runs_of(store: Path) -> dict[str, str]:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{store}")
+    ids = [e.experiment_id for e in client.search_experiments()]
+    return {r.info.run_id: r.info.status for r in client.search_runs(ids)}
+
+
+@pytest.mark.faults
+def test_sigterm_to_dvc_repro_while_track_logs_ends_the_run_killed_wherever_it_lands(
+    tmp_path: Path,
+):
+    """SIGTERM to `dvc repro`'s process group (a terminal, a job runner) while the track stage
+    has just created its run, while it uploads, and once its run is logged FINISHED but its
+    record is not yet written: the stage says so in one line, its run ends KILLED, nothing is
+    left RUNNING, and the next `dvc repro` leaves `git status` clean."""
+    import os
+    import signal
+    import subprocess
+
+    from _holding import holding_at, release, wait_ready
+
+    from conftest import VENV_BIN, dvc_env
+
+    work = snapshot_repo(tmp_path / "arecall")
+    proc = dvc(work, "repro")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    store = work / "mlflow.db"
+    for point in ("created", "uploading", "logged"):
+        hold = tmp_path / point
+        hold.mkdir()
+        before = _runs_of(store)
+        repro = subprocess.Popen(
+            [str(VENV_BIN / "dvc"), "repro", "--force", "--single-item", "track"],
+            cwd=work,
+            env=dvc_env(**holding_at(hold, point, "track")),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        wait_ready(hold, repro)
+        os.killpg(repro.pid, signal.SIGTERM)
+        release(hold)
+        _, err = repro.communicate(timeout=120)  # the stage holds the pipes until it exits
+        new = {i: s for i, s in _runs_of(store).items() if i not in before}
+        assert list(new.values()) == ["KILLED"], (point, new, err)
+        assert "arecall: interrupted by SIGTERM" in err, (point, err)
+    proc = dvc(work, "repro")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "RUNNING" not in _runs_of(store).values()
+    assert git(work, "status", "--porcelain") == ""
+
+
+def test_sqlites_files_beside_the_store_are_ignored_by_git():
+    names = ["mlflow.db-journal", "mlflow.db-wal", "mlflow.db-shm", ".mlflow.db.123.ab12cd.tmp"]
+    ignored = git(ROOT, "check-ignore", "--no-index", *names).split()
+    assert ignored == names

@@ -68,12 +68,16 @@ def run_main(argv: Sequence[str]) -> int:
     from arecall.pipeline.layout import Layout
     from arecall.pipeline.run import run_all
     from arecall.pipeline.stages import announce_stages
-    from arecall.tracking.ends import Interrupted, interruptible
+    from arecall.tracking.ends import Interrupted, interruptible, outcome_scope
     from arecall.tracking.sweep import end_sweep
 
     root = os.getcwd()
 
     def body(cfg: DictConfig) -> float | None:
+        with outcome_scope():  # until the point is printed, a signal ends its run KILLED
+            return _point(cfg)
+
+    def _point(cfg: DictConfig) -> float | None:
         config: Any = OmegaConf.to_container(cfg, resolve=True)
         hydra_cfg = HydraConfig.get()
         directory = hydra_cfg.runtime.output_dir

@@ -2,8 +2,9 @@
 
 One store, one way to write a run, one module per product's logging:
 
-- `arecall.tracking.store`: where the store is, its lock, its creation, and the runs of dead
-  writers it closes;
+- `arecall.tracking.store`: where the store is, its lock, its creation;
+- `arecall.tracking.orphans`: who owns a run, whether that process lives (not by the wall
+  clock), and closing the runs of dead owners;
 - `arecall.tracking.ends`: how a run ends (statuses, the signals that end it);
 - `arecall.tracking.run`: one run (`TrackedRun`), written within MLflow's limits;
 - `arecall.tracking.tracker`: the process a tracked ``arecall run`` logs through;

@@ -49,6 +49,7 @@ __all__ = [
     "finish_pipeline_run",
     "headline_from_metrics",
     "headline_metrics",
+    "log_nested_runs",
     "log_run",
     "logged_runs",
     "pipeline_run",
@@ -226,6 +227,7 @@ def finish_pipeline_run(
     end_time: int | None = None,
     vector_times: tuple[int, int] | None = None,
     progress: Callable[[str], None] | None = None,
+    end: bool = True,
 ) -> str | None:
     """Log a pipeline's reports and end ``run`` FINISHED; then its vector run, if asked for.
 
@@ -236,7 +238,10 @@ def finish_pipeline_run(
     nested in this one, timed by ``vector_times``; its id is ``run.nested["vector_search"]``.
 
     The upload draws a tqdm bar of its `UPLOAD_STEPS` on a terminal, or tells ``progress``
-    (the tracker process tells the run's process, which draws it).
+    (the tracker process tells the run's process, which draws it). With ``end=False`` the run
+    stays RUNNING for its owner to end (`TrackedRun.upload`: the tracker process waits for the
+    run's process to say how it ended, then logs the nested runs, `log_nested_runs`); a store
+    failure is then left to `report_failure`.
     """
 
     def read(name: str) -> Any:
@@ -272,29 +277,40 @@ def finish_pipeline_run(
     def artifacts(client: Any, run_id: str) -> None:
         staged_artifacts(client, run_id, tables, documents, own, top)
 
+    inputs = [dataset] if dataset else []
+
     def finish(step: Callable[[str], None]) -> str | None:
         run_id = run.finish(
-            flat,
-            stepped,
-            artifacts,
-            tags=tags,
-            progress=step,
-            inputs=[dataset] if dataset else (),
-            end_time=end_time,
+            flat, stepped, artifacts, tags=tags, progress=step, inputs=inputs, end_time=end_time
         )
-        section = (config or {}).get("vector_search") or {}
-        if run_id is not None and section.get("enabled"):
-            table = read_vector_table(reports, vector)
-            if table is not None:
-                run.nested["vector_search"] = log_vector_run(
-                    run, section, table, reports, times=vector_times
-                )
+        if run_id is not None:
+            log_nested_runs(run, reports, config=config, vector=vector, times=vector_times)
         return run_id
 
+    if not end:
+        return run.upload(flat, stepped, artifacts, tags=tags, progress=progress, inputs=inputs)
     if progress is not None:
         return finish(progress)
     with upload_bar() as bar:
         return finish(lambda _: bar.update(1))
+
+
+def log_nested_runs(
+    run: TrackedRun,
+    reports: Mapping[str, Path],
+    *,
+    config: Mapping[str, Any] | None,
+    vector: Any = None,
+    times: tuple[int, int] | None = None,
+) -> None:
+    """Log the runs nested in a finished pipeline run: the vector experiment's, when the
+    config asks for it (``vector_search.enabled``); their ids go to ``run.nested``."""
+    section = (config or {}).get("vector_search") or {}
+    if run.run_id is None or not section.get("enabled"):
+        return
+    table = read_vector_table(reports, vector)
+    if table is not None:
+        run.nested["vector_search"] = log_vector_run(run, section, table, reports, times=times)
 
 
 def reports_digest(reports: Mapping[str, Path]) -> str:

@@ -14,7 +14,6 @@ past MLflow's limit is cut and kept in full as ``params_full.json``.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import time
@@ -23,8 +22,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from arecall.tracking.ends import RunBlock, error_text
-from arecall.tracking.store import TrackingError, host, is_server, open_store, probe
+from arecall.tracking.ends import RunBlock, error_text, finished, held_signals
+from arecall.tracking.orphans import owner_tags
+from arecall.tracking.store import TrackingError, is_server, open_store, probe
 
 __all__ = [
     "EXPERIMENT_KIND",
@@ -124,11 +124,14 @@ class TrackedRun(RunBlock):
     """One MLflow run, written through `open_store`; ends FAILED or KILLED if the block fails.
 
     `start` creates the run (tags, params); `finish` logs the metrics in batches and the
-    artifacts and ends it FINISHED. Used as a context manager, an exception ends the run FAILED
-    (with ``arecall.error``) and `Interrupted` / KeyboardInterrupt KILLED. A store that cannot be
-    written does not stop the work: the failure is remembered and reported once by `finish`, as
-    `TrackingError` (``on_error="fail"``) or a warning (``"warn"``), naming ``results`` — the
-    directory holding the results — and the ``arecall log`` argument that logs them later.
+    artifacts and ends it FINISHED (`upload` logs them and leaves the status to `end`, for a
+    process that learns the outcome from another). Used as a context manager, an exception ends
+    the run FAILED (with ``arecall.error``) and `Interrupted` / KeyboardInterrupt KILLED; so does
+    a signal after it was ended FINISHED, inside `arecall.tracking.ends.outcome_scope`. A store
+    that cannot be written does not stop the work: the failure is remembered and reported once
+    by `finish`, as `TrackingError` (``on_error="fail"``) or a warning (``"warn"``), naming
+    ``results`` — the directory holding the results — and the ``arecall log`` argument that logs
+    them later.
 
     Examples
     --------
@@ -158,7 +161,7 @@ class TrackedRun(RunBlock):
         self.uri, self.experiment, self.run_name = uri, experiment, run_name
         #: when the work the run reports began (epoch ms); None: when the run is created
         self.start_time = start_time
-        self.tags = {"arecall.pid": str(os.getpid()), "arecall.host": host(), **(tags or {})}
+        self.tags = {**owner_tags(), **(tags or {})}  # (the tracker is sent its owner's)
         self.params = dict(params or {})
         self.results, self.on_error = results, on_error
         self.run_id: str | None = None
@@ -166,6 +169,8 @@ class TrackedRun(RunBlock):
         self.nested: dict[str, str | None] = {}
         self._failure: BaseException | None = None
         self._ended = False
+        self._uploaded = False
+        self._status: str | None = None
 
     def start(self) -> None:
         """Create the run with its tags (a store failure is kept for `finish`).
@@ -177,10 +182,14 @@ class TrackedRun(RunBlock):
         try:
             with open_store(self.uri) as client:
                 experiment = _experiment_id(client, self.experiment)
-                run = client.create_run(
-                    experiment, start_time=self.start_time, run_name=self.run_name, tags=self.tags
-                )
-                self.run_id = str(run.info.run_id)
+                with held_signals():  # a run created is a run whose id its owner knows
+                    run = client.create_run(
+                        experiment,
+                        start_time=self.start_time,
+                        run_name=self.run_name,
+                        tags=self.tags,
+                    )
+                    self.run_id = str(run.info.run_id)
         except Exception as exc:  # any store failure: the results come first
             self._failure = exc
 
@@ -211,6 +220,44 @@ class TrackedRun(RunBlock):
         if cut:
             client.log_dict(self.run_id, cut, "params_full.json")
 
+    def upload(
+        self,
+        metrics: Mapping[str, float] | None = None,
+        stepped: Sequence[tuple[str, float, int]] = (),
+        artifacts: Artifacts | None = None,
+        *,
+        tags: Mapping[str, str] | None = None,
+        progress: Callable[[str], None] | None = None,
+        inputs: Sequence[Mapping[str, str]] = (),
+    ) -> str | None:
+        """Log params, metrics and ``tags`` (one batch), ``inputs`` and artifacts; the run stays
+        RUNNING.
+
+        Returns the run id, or None when the store could not be written: the run is then ended
+        FAILED (if the store still takes that) and the failure kept for `report_failure`.
+        ``progress`` is told the first two `UPLOAD_STEPS` as they are done. ``inputs`` are MLflow
+        datasets (`mlflow.entities.Dataset`'s fields; ``context`` its input tag), what the runs
+        table's Dataset column shows.
+        """
+        if self._failure is None:
+            try:
+                with open_store(self.uri, orphans=False) as client:
+                    assert self.run_id is not None
+                    done = progress or (lambda step: None)
+                    self._log_params_with(client, metrics=metrics, stepped=stepped, tags=tags)
+                    if inputs:
+                        _log_inputs(client, self.run_id, inputs)
+                    done(UPLOAD_STEPS[0])
+                    if artifacts is not None:
+                        artifacts(client, self.run_id)
+                    done(UPLOAD_STEPS[1])
+                    self._uploaded = True
+                    return self.run_id
+            except Exception as exc:
+                self.end("FAILED", exc)  # best effort: a store that is down stays RUNNING
+                self._failure = exc
+        return None
+
     def finish(
         self,
         metrics: Mapping[str, float] | None = None,
@@ -225,32 +272,25 @@ class TrackedRun(RunBlock):
         """Log params, metrics and ``tags`` (one batch) and artifacts; end FINISHED; the run id.
 
         None when the store could not be written and ``on_error`` is ``warn``. ``progress`` is
-        told each of the `UPLOAD_STEPS` as it is done (a bar for a slow store). ``inputs`` are
-        MLflow datasets (`mlflow.entities.Dataset`'s fields; ``context`` its input tag), what the
-        runs table's Dataset column shows; ``end_time`` (epoch ms) when the work ended (default:
-        now).
+        told each of the `UPLOAD_STEPS` as it is done (a bar for a slow store). ``inputs``: as
+        `upload`; ``end_time`` (epoch ms) when the work ended (default: now).
         """
-        done = progress or (lambda step: None)
-        if self._failure is None:
-            try:
-                with open_store(self.uri, orphans=False) as client:
-                    assert self.run_id is not None
-                    self._log_params_with(client, metrics=metrics, stepped=stepped, tags=tags)
-                    if inputs:
-                        _log_inputs(client, self.run_id, inputs)
-                    done(UPLOAD_STEPS[0])
-                    if artifacts is not None:
-                        artifacts(client, self.run_id)
-                    done(UPLOAD_STEPS[1])
-                    client.set_terminated(self.run_id, "FINISHED", end_time=end_time)
-                    done(UPLOAD_STEPS[2])
-                    self._ended = True
-                    return self.run_id
-            except Exception as exc:
-                self.end("FAILED", exc)  # best effort: a store that is down stays RUNNING
-                self._failure = exc
-        self._report(self._failure)
+        uploaded = self.upload(
+            metrics, stepped, artifacts, tags=tags, progress=progress, inputs=inputs
+        )
+        if uploaded is not None:
+            # a store that refuses it: FAILED, kept for report_failure
+            self.end("FINISHED", end_time=end_time)
+            if self.status == "FINISHED":
+                (progress or (lambda step: None))(UPLOAD_STEPS[2])
+                return self.run_id
+        self.report_failure()
         return None
+
+    def report_failure(self) -> None:
+        """Say once that the store could not be written: `TrackingError`, or a ``warn`` line."""
+        if self._failure is not None:
+            self._report(self._failure)
 
     def _report(self, exc: BaseException) -> None:
         if is_server(self.uri) and (isinstance(exc, TrackingError) or not probe(self.uri)):
@@ -266,12 +306,28 @@ class TrackedRun(RunBlock):
             return None
         raise TrackingError(what) from None
 
-    def end(self, status: str, error: BaseException | str | None = None) -> None:
+    def end(
+        self,
+        status: str,
+        error: BaseException | str | None = None,
+        *,
+        end_time: int | None = None,
+    ) -> None:
         """End the run with ``status`` (FAILED, KILLED), the error as a tag; never raises.
 
-        ``error`` is the exception, or its ``Type: message`` text (sent by another process).
+        ``end_time`` (epoch ms): when the work ended (default: now).
+
+        ``error`` is the exception, or its ``Type: message`` text (sent by another process). A
+        run ended FINISHED already is ended KILLED again by a KILLED end (a signal came as it
+        was being ended, `relabel`); any other second end is ignored. A FINISHED end after
+        `upload` that the store refuses ends the run FAILED and is kept for `report_failure`.
         """
-        if self.run_id is None or self._ended or self._failure is not None:
+        if self.run_id is None or self._failure is not None:
+            return
+        if self._ended:
+            if self._status == "FINISHED" and status == "KILLED":
+                why = error_text(error) if error is not None else "interrupted as it was ended"
+                self.relabel(status, why)
             return
         self._ended = True
         try:
@@ -279,9 +335,45 @@ class TrackedRun(RunBlock):
                 tags = {}
                 if error is not None:
                     tags["arecall.error"] = error_text(error)
-                self._log_params_with(client, tags=tags)
+                if self._uploaded:  # its batch carried the params
+                    _log_batches(client, self.run_id, tags=tags)
+                else:
+                    self._log_params_with(client, tags=tags)
+                with held_signals():
+                    client.set_terminated(self.run_id, status, end_time=end_time)
+                    self._status = status
+                    if status == "FINISHED":
+                        finished(self)
+        except Exception as exc:  # the run's own error is the one to report
+            if status == "FINISHED":  # but a finish in two steps reports its own, as `finish`
+                self._ended = False
+                self.end("FAILED", exc)
+                self._failure = exc
+        except BaseException:  # a signal before the status was written: the block's end writes it
+            if self._status is None:
+                self._ended = False
+            raise
+
+    @property
+    def status(self) -> str | None:
+        """The status this process ended the run with (None: not ended)."""
+        return self._status
+
+    def relabel(self, status: str, error: str) -> None:
+        """End KILLED a run this process ended FINISHED, with why as its tag; never raises.
+
+        A signal reached the process after its run's results were logged but before it was done
+        (`arecall.tracking.ends.outcome_scope`): its exit status is 128 + the signal's, and so the
+        run is not FINISHED.
+        """
+        if self.run_id is None or self._status != "FINISHED":
+            return
+        self._status = status
+        try:
+            with open_store(self.uri, orphans=False) as client:
+                _log_batches(client, self.run_id, tags={"arecall.error": error})
                 client.set_terminated(self.run_id, status)
-        except Exception:  # the run's own error is the one to report
+        except Exception:  # the signal's own line is the one to report
             pass
 
 

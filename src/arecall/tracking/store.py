@@ -10,8 +10,7 @@ repository. Every write to it goes through `open_store` (one lock, one code path
 - a tracking server is probed in seconds and MLflow's HTTP retries are bounded, so an outage is
   one `TrackingError` line at once, not minutes of retries;
 - a run whose process died (kill -9) is closed KILLED with the tag ``arecall.orphaned`` by the
-  next writer on its host (`close_orphans`; every run carries ``arecall.pid`` and
-  ``arecall.host``).
+  next writer on its host (`arecall.tracking.orphans.close_orphans`).
 
 mlflow is imported only inside the functions, so importing this module costs nothing.
 """
@@ -21,22 +20,20 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import socket
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 from arecall.core.errors import ArecallError
+from arecall.tracking.orphans import close_orphans
 
 __all__ = [
     "TrackingError",
-    "close_orphans",
     "create_sqlite_store",
     "holds_nothing",
-    "host",
     "is_server",
     "open_store",
     "probe",
@@ -278,7 +275,7 @@ def open_store(uri: str, *, orphans: bool = True) -> Iterator[Any]:
     `TrackingError` at once, not after MLflow's retries), a sqlite store that does not exist yet
     is created whole or not at all (`create_sqlite_store`), a sqlite store is opened (so its
     schema is migrated by one process at a time), and runs of dead processes on this host are
-    closed (`close_orphans`).
+    closed (`arecall.tracking.orphans.close_orphans`).
 
     Examples
     --------
@@ -307,72 +304,3 @@ def open_store(uri: str, *, orphans: bool = True) -> Iterator[Any]:
             if orphans:
                 close_orphans(client, [e.experiment_id for e in experiments])
         yield client
-
-
-def host() -> str:
-    """This host's name, as a run's ``arecall.host`` tag holds it (whose orphans to close)."""
-    return socket.gethostname()
-
-
-def _alive(pid: int, started_ms: int) -> bool:
-    """Whether ``pid`` is a live process that may own a run started at ``started_ms``."""
-    if pid == os.getpid():
-        return True
-    try:
-        import psutil
-    except ImportError:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    try:
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return False
-        # a pid reused by a process started after the run is not the run's owner
-        return bool(proc.create_time() * 1000 <= started_ms + 1000)
-    except psutil.NoSuchProcess:
-        return False
-    except psutil.Error:
-        return True
-
-
-def close_orphans(client: Any, experiment_ids: Sequence[str]) -> list[str]:
-    """End KILLED the RUNNING runs of this host whose process is gone; return their ids.
-
-    A process killed with SIGKILL cannot end its run; the next writer on the same host does, with
-    the tag ``arecall.orphaned`` as evidence (the run's ``arecall.pid`` and ``arecall.host``).
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> with open_store(f"sqlite:///{tempfile.mkdtemp()}/mlflow.db", orphans=False) as client:
-    ...     close_orphans(client, ["0"])
-    []
-    """
-    if not experiment_ids:
-        return []
-    here = host().replace("'", "\\'")
-    runs = client.search_runs(
-        list(experiment_ids),
-        filter_string=f"attributes.status = 'RUNNING' and tags.`arecall.host` = '{here}'",
-    )
-    closed = []
-    for run in runs:
-        try:
-            pid = int(run.data.tags.get("arecall.pid", ""))
-        except ValueError:
-            continue
-        if _alive(pid, int(run.info.start_time or 0)):
-            continue
-        client.set_tag(
-            run.info.run_id,
-            "arecall.orphaned",
-            f"process {pid} on {host()} ended without closing the run; closed by {os.getpid()}",
-        )
-        client.set_terminated(run.info.run_id, "KILLED")
-        closed.append(run.info.run_id)
-    return closed

@@ -37,7 +37,9 @@ def swept_keys(overrides: list[str]) -> list[str]:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except Exception:  # Hydra reports a bad override itself
         return []
-    return [o.input_line.split("=", 1)[0].lstrip("+~") for o in parsed if o.is_sweep_override()]
+    return [
+        (o.input_line or "").split("=", 1)[0].lstrip("+~") for o in parsed if o.is_sweep_override()
+    ]
 
 
 def compare_points(out: str | Path) -> None:

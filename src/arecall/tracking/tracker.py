@@ -20,9 +20,18 @@ report files. The guarantees hold as in-process:
 - a store that cannot be written is reported by the run's process in the one line it would
   print in-process (`TrackingError`, or the ``warn`` line), naming where the results are.
 
+- the run's process decides how the run ends, never the tracker: the tracker uploads, then waits
+  to be told FINISHED (or KILLED, if a signal reached the run's process meanwhile); a kill -9 of
+  the run's process during the upload leaves the upload to finish and the run KILLED, and
+  after a FINISHED end the tracker stays until the run's process lets it go, so a signal there
+  still ends the run KILLED (`arecall.tracking.ends.outcome_scope`).
+
 The protocol is one JSON object per line: the run's process sends ``start`` (the run's
-definition), then ``finish`` (report paths, the vector table) or ``end`` (a status); the tracker
-answers ``finish`` and ``end`` with one line. Nothing is unpickled or evaluated.
+definition), ``finish`` (report paths, the vector table), ``end`` (a status; any number, the
+first decides unless a later KILLED follows a FINISHED) and ``close``; the tracker answers
+``finish`` with its progress steps then ``uploaded`` (or the store's error), and each ``end``
+with ``ended``. End-of-input without ``close`` means the run's process died. Nothing is
+unpickled or evaluated.
 """
 
 from __future__ import annotations
@@ -38,7 +47,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from arecall.tracking.ends import RunBlock, error_text
+from arecall.tracking.ends import RunBlock, error_text, exit_promptly, finished, held_signals
 
 __all__ = ["RemoteRun", "TrackerProcess", "spawn_tracker", "take_tracker", "wants_tracker"]
 
@@ -162,13 +171,18 @@ class RemoteRun(RunBlock):
     """A `TrackedRun` driven through a tracker process: same definition, same ends.
 
     ``run`` is the not-yet-started `TrackedRun` (`pipeline_run` made it here, with this process's
-    command line and git state); only its definition travels.
+    command line and git state); only its definition travels. The tracker uploads; this process,
+    which receives the signals, decides how the run ends and tells it (`end`); a run ended
+    FINISHED keeps its tracker until `release`, so a signal that comes later can still end it
+    KILLED (`relabel`).
     """
 
     def __init__(self, tracker: TrackerProcess, run: Any) -> None:
         self.tracker, self.run = tracker, run
+        #: the runs the tracker logged nested in this one, by name (the vector experiment's)
         self.nested: dict[str, str | None] = {}
         self._open = False
+        self._status: str | None = None
 
     def start(self) -> None:
         """Send the run's definition; the tracker creates it while the stages run."""
@@ -186,6 +200,16 @@ class RemoteRun(RunBlock):
         self.tracker.send({"op": "start", "run": definition})
         self._open = True
 
+    def _until(self, *keys: str, bar: Any = None) -> dict[str, Any]:
+        """The tracker's next answer holding one of ``keys`` (or ``error``: it died), skipping
+        its progress (drawn on ``bar``) and answers to messages this process no longer awaits."""
+        while True:
+            answer = self.tracker.answer()
+            if "step" in answer and bar is not None:
+                bar.update(1)
+            if "error" in answer or any(key in answer for key in keys):
+                return answer
+
     def finish(
         self,
         reports: Mapping[str, Path],
@@ -199,10 +223,11 @@ class RemoteRun(RunBlock):
     ) -> Any:
         """Log the reports and end the run FINISHED; the run id (None: store failed, ``warn``).
 
-        The arguments are `finish_pipeline_run`'s; the ids of the runs nested in this one (the
-        vector experiment's) are then in ``self.nested``. Raises `TrackingError` with the
-        tracker's one line when the store could not be written and ``on_error`` is ``fail``.
+        The arguments are `finish_pipeline_run`'s; the ids of the runs the tracker then nests in
+        this one (the vector experiment's) are in ``self.nested``. Raises `TrackingError` with
+        the tracker's one line when the store could not be written and ``on_error`` is ``fail``.
         """
+        from arecall.tracking.run import upload_bar
         from arecall.tracking.store import TrackingError
 
         table = None
@@ -220,30 +245,59 @@ class RemoteRun(RunBlock):
                 "vector_times": list(vector_times) if vector_times else None,
             }
         )
-        from arecall.tracking.run import upload_bar
-
         with upload_bar() as bar:
-            answer = self.tracker.answer()
-            while "step" in answer:  # the tracker's progress, then its one answer
+            answer = self._until("uploaded", "warning", bar=bar)
+            if "uploaded" in answer:
+                with held_signals():  # the FINISHED end and this process's knowledge of it
+                    self.tracker.send({"op": "end", "status": "FINISHED", "error": None})
+                    ended = self._until("ended")
+                    if ended.get("ended") == "FINISHED":
+                        self._status = "FINISHED"
+                        finished(self)
+                    self.nested = dict(ended.get("nested") or {})
+                answer = {**ended, "uploaded": answer["uploaded"]}
                 bar.update(1)
-                answer = self.tracker.answer()
-        self._open = False
-        self.tracker.close()
-        if "warning" in answer:
-            print(f"arecall: warning: {answer['warning']}", file=sys.stderr)
+        if "warning" not in answer and "error" not in answer:
+            return answer.get("uploaded")
+        self._close()
         if "error" in answer:
             raise TrackingError(answer["error"])
-        self.nested = dict(answer.get("nested") or {})
-        return answer.get("run_id")
+        print(f"arecall: warning: {answer['warning']}", file=sys.stderr)
+        return None
 
     def end(self, status: str, error: BaseException | str | None = None) -> None:
-        """End the run with ``status`` (and the error as its tag); wait for the tracker."""
+        """End the run with ``status`` (and the error as its tag); wait for the tracker.
+
+        A run ended FINISHED already is ended KILLED again by a KILLED end (`relabel`).
+        """
         if not self._open:
             return
-        self._open = False
         text = error_text(error) if error is not None else None
+        if self._status == "FINISHED":
+            if status == "KILLED":
+                self.relabel(status, text or "interrupted as it was ended")
+            return
         self.tracker.send({"op": "end", "status": status, "error": text})
-        self.tracker.answer()
+        self._until("ended")
+        self._status = status
+        self._close()
+
+    def relabel(self, status: str, error: str) -> None:
+        """End KILLED a run this process ended FINISHED (a signal came after); wait for it."""
+        if not self._open or self._status != "FINISHED":
+            return
+        self._status = status
+        self.tracker.send({"op": "end", "status": status, "error": error})
+        self._until("ended")
+
+    def release(self) -> None:
+        """Let the tracker go: the run's status is final."""
+        self._close()
+
+    def _close(self) -> None:
+        if self._open:
+            self._open = False
+            self.tracker.send({"op": "close"})
         self.tracker.close()
 
 
@@ -267,14 +321,20 @@ def _serve(requests: IO[str], answers: IO[str], root: str) -> int:
     from arecall.tracking.store import TrackingError, tracking_uri
 
     _prewarm(tracking_uri(root))
-    from arecall.tracking.pipeline import finish_pipeline_run
+    from arecall.tracking.pipeline import finish_pipeline_run, log_nested_runs
     from arecall.tracking.run import TrackedRun
 
     def answer(message: Mapping[str, Any]) -> None:
-        answers.write(json.dumps(message) + "\n")
-        answers.flush()
+        """Tell the run's process; if it died, carry on: end-of-input will say so."""
+        try:
+            answers.write(json.dumps(message) + "\n")
+            answers.flush()
+        except (BrokenPipeError, OSError):
+            pass
 
     run: TrackedRun | None = None
+    ending: dict[str, Any] = {}
+    reports: dict[str, Path] = {}
     for line in requests:
         message = json.loads(line)
         op = message.get("op")
@@ -302,32 +362,65 @@ def _serve(requests: IO[str], answers: IO[str], root: str) -> int:
             reports = {name: Path(path) for name, path in message["reports"].items()}
             rank_info = Path(message["rank_info"]) if message["rank_info"] else None
             times = message.get("vector_times")
+            # what the FINISHED end needs: its time, and the runs to nest in the run then
+            ending = {
+                "end_time": message.get("end_time"),
+                "config": message.get("config"),
+                "vector": vector,
+                "times": (times[0], times[1]) if times else None,
+            }
 
             def step(name: str) -> None:
                 answer({"step": name})
 
+            run_id = finish_pipeline_run(
+                run,
+                reports,
+                config=message.get("config"),
+                corpus=Path(message["corpus"]) if message.get("corpus") else None,
+                vector=vector,
+                rank_info=rank_info,
+                end_time=message.get("end_time"),
+                progress=step,
+                end=False,
+            )
+            if run_id is not None:  # the run's process decides how it ends, and says so
+                answer({"uploaded": run_id})
+                continue
             try:
-                run_id = finish_pipeline_run(
-                    run,
-                    reports,
-                    config=message.get("config"),
-                    corpus=Path(message["corpus"]) if message.get("corpus") else None,
-                    vector=vector,
-                    rank_info=rank_info,
-                    end_time=message.get("end_time"),
-                    vector_times=(times[0], times[1]) if times else None,
-                    progress=step,
-                )
+                run.report_failure()  # ended FAILED by the upload, if the store took it
             except TrackingError as exc:
                 answer({"warning" if d["on_error"] == "warn" else "error": str(exc)})
-            else:
-                answer({"run_id": run_id, "nested": run.nested})
             return 0
-        elif op == "end" and run is not None:
-            run.end(message["status"], message["error"])
-            answer({"ended": message["status"]})
+        elif op == "end":
+            reply: dict[str, Any] = {"ended": message["status"]}
+            if run is not None:
+                finishing = message["status"] == "FINISHED"
+                when = ending.get("end_time") if finishing else None
+                run.end(message["status"], message["error"], end_time=when)
+                try:
+                    if finishing:
+                        run.report_failure()  # the store refused the end: FAILED, said once
+                    if run.status == "FINISHED" and finishing:
+                        log_nested_runs(
+                            run,
+                            reports,
+                            config=ending["config"],
+                            vector=ending["vector"],
+                            times=ending["times"],
+                        )
+                        reply["nested"] = run.nested
+                except TrackingError as exc:
+                    reply = {
+                        "ended": run.status,
+                        "warning" if d["on_error"] == "warn" else "error": str(exc),
+                    }
+            answer(reply)
+        elif op == "close":
             return 0
-    if run is not None:  # end of input before an end: the run's process died (kill -9)
+    if run is not None and run.status == "FINISHED":  # end of input, no close: killed (-9)
+        run.relabel("KILLED", "the run's process died after its results were logged")
+    elif run is not None:
         run.end("KILLED", "the run's process died before it ended the run")
     return 0
 
@@ -339,8 +432,9 @@ def main(argv: Sequence[str]) -> int:
     answers = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a library's print can't break the protocol
     status = _serve(sys.stdin, answers, argv[0] if argv else ".")
-    answers.flush()
-    os._exit(status)  # the work is committed; skip the interpreter's slow teardown
+    with contextlib.suppress(OSError):
+        answers.flush()
+    exit_promptly(status)  # the work is committed; skip the interpreter's slow teardown
 
 
 if __name__ == "__main__":

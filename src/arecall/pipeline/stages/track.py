@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from arecall.pipeline.layout import Layout
 from arecall.pipeline.stages import run_stage
 
-__all__ = ["track"]
+__all__ = ["main", "track"]
 
 
 def track(cfg: Mapping[str, Any], layout: Layout) -> list[str] | None:
@@ -107,5 +107,37 @@ def _recorded(cfg: Mapping[str, Any], layout: Layout) -> list[str] | None:
     return lines
 
 
+def main() -> NoReturn:
+    """DVC's entry point: track, then exit at once with the status the run agrees with.
+
+    SIGTERM / SIGINT (DVC passes on neither; a job runner or a terminal sends them to the whole
+    process group) end the run KILLED and the stage 143 / 130 wherever they land: before the run
+    exists nothing is logged, during the upload the run is ended KILLED, after it (while the
+    record is written) the FINISHED run is ended KILLED again. The stage then exits without the
+    interpreter's teardown (a second or more after MLflow), so a killer that follows SIGTERM
+    with SIGKILL finds the run already ended.
+    """
+    import signal
+    import sys
+
+    from arecall.tracking.ends import (
+        Interrupted,
+        exit_promptly,
+        held_signals,
+        interruptible,
+        outcome_scope,
+    )
+
+    with interruptible():
+        try:
+            with outcome_scope():
+                status = run_stage(_recorded, show=_show)
+        except Interrupted as exc:
+            print(f"arecall: interrupted by {signal.Signals(exc.signum).name}", file=sys.stderr)
+            status = 128 + exc.signum
+    with held_signals():  # the status is decided: a signal from here on changes nothing
+        exit_promptly(status)
+
+
 if __name__ == "__main__":
-    raise SystemExit(run_stage(_recorded, show=_show))
+    main()
