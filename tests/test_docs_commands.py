@@ -193,6 +193,13 @@ def test_the_sweep_guides_grids_run_as_written(work: Path):
     }
     assert grid == {(n, r) for n in ("1000", "10000") for r in ("tfidf", "bm25")}
     assert {r.info.status for r in runs} == {"FINISHED"}
+    # the compare guide's filter: the synthetic grid's four points, side by side
+    out = sh(work, ".venv/bin/arecall compare --filter \"params.corpus.name = 'synthetic'\"")
+    table = [line for line in out.stdout.splitlines() if line.startswith("| ")]
+    header = [c.strip() for c in table[0].strip("|").split("|")]
+    assert header[:3] == ["run", "retriever", "corpus.n_docs"]  # the choices that differ
+    assert len(table) == 1 + 4 * 4  # the header, four points at four K
+    assert (work / "outputs" / "comparison" / "comparison.png").is_file()
 
 
 @pytest.mark.long
