@@ -142,6 +142,11 @@ def test_a_four_point_sweep_runs_on_two_dask_workers_and_lands_nested_in_the_ser
         assert (tmp_path / "sweep" / str(num) / "metrics.json").is_file()
     assert proc.stdout.count("| K | Recall |") == 4
     assert "retriever `bm25`" in proc.stdout and "retriever `tfidf`" in proc.stdout
+    # the sweep ended by comparing its points: printed, and held by the parent run
+    top = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"comparison.md", "comparison.png"} <= top
+    comparison = (tmp_path / "sweep" / "comparison.md").read_text()
+    assert comparison in proc.stdout and "| evaluation.ks=[5],retriever=bm25 " in comparison
 
 
 @pytest.mark.long

@@ -132,6 +132,9 @@ def test_a_parallel_two_point_sweep_lands_in_the_server_as_nested_runs(
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     assert sorted(r.data.params["retriever.name"] for r in children) == ["sklearn_tfidf", "tfidf"]
     assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parents[0].info.run_id}
+    # the sweep ended by comparing its points, in the launching process: the parent holds it
+    top = {a.path for a in client.list_artifacts(parents[0].info.run_id)}
+    assert {"comparison.md", "comparison.png"} <= top
     for run in children:
         assert run.data.metrics["arecall_pre_at_5"] == pytest.approx(0.9875)
         assert run.data.metrics["gap_nonempty_at_5"] == pytest.approx(0.10666666, abs=1e-6)
