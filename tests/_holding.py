@@ -79,14 +79,18 @@ if _point and _mine:
                 return run
 
             MlflowClient.create_run = create_run
-        else:  # params and metrics are logged; the artifacts are next
-            _artifacts = MlflowClient.log_artifacts
+        else:  # params and metrics are logged; the artifacts are next (the first file of them)
+            from mlflow.store.artifact.local_artifact_repo import LocalArtifactRepository
 
-            def log_artifacts(self, *args, **kwargs):
-                _hold()
-                return _artifacts(self, *args, **kwargs)
+            _artifact, _held = LocalArtifactRepository.log_artifact, []
 
-            MlflowClient.log_artifacts = log_artifacts
+            def log_artifact(self, *args, **kwargs):
+                if not _held:
+                    _held.append(True)
+                    _hold()
+                return _artifact(self, *args, **kwargs)
+
+            LocalArtifactRepository.log_artifact = log_artifact
     elif _point == "logged":  # the run is ended FINISHED; its process is not done yet
         import pathlib
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -133,10 +134,47 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         os.environ["ARECALL_CACHE_DIR"] = saved
 
 
+# Why the two hooks below: a full garbage collection walks every tracked object, some 500,000
+# once MLflow, DVC, Hydra, pandas and faiss are imported: 1-6 s per collection on a loaded
+# 2-core machine. pytest collects twice more after an xdist worker has reported its results
+# (its last search for unraisable exceptions), and execnet, xdist's transport, gives a worker
+# 5 s to end once told to, then sends it SIGINT: the KeyboardInterrupt landed in Hypothesis's gc
+# callback, the traceback (PytestUnraisableExceptionWarning) a passing `make test` printed.
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Freeze what the imports made (`gc.freeze`): module state, alive to the end anyway, is
+    never walked again, so every full collection during the run covers what tests make."""
+    gc.freeze()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Do the last full collection before the worker reports (xdist sends its results after
+    every ``pytest_sessionfinish``), with pytest's unraisable-exception hook still catching
+    finalizers, then freeze the survivors: pytest's own passes after the report are quick."""
+    gc.collect()
+    gc.freeze()
+
+
+def _dispose_engines(tmp_path: Path) -> None:
+    """Close MLflow's pooled connections to this test's sqlite stores (cached per URI for the
+    life of the process: a session of tests kept one engine per test)."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    engines = getattr(SqlAlchemyStore, "_engine_map", {})
+    for uri in [u for u in engines if str(tmp_path) in u]:
+        engines.pop(uri).dispose()
+
+
 @pytest.fixture(autouse=True)
-def _isolated_mlflow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test writes to the repository's own mlflow.db."""
+def _isolated_mlflow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No test writes to the repository's own mlflow.db (nor, the store being in tmp_path, to
+    its mlruns/: a sqlite store's artifacts live beside it); its store's engines end with it."""
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow-test.db")
+    yield
+    if "mlflow.store.tracking.sqlalchemy_store" in sys.modules:
+        _dispose_engines(tmp_path)
 
 
 @pytest.fixture(scope="session")

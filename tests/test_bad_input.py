@@ -26,6 +26,14 @@ def _edit(path: Path, fn) -> None:
     path.write_text(json.dumps(data))
 
 
+def _duplicate_first_profile(path: Path) -> None:
+    """profiles.json with principal p0 listed a second time (JSON allows it; the last wins)."""
+    profiles = json.loads(path.read_text())["profiles"]
+    first = json.dumps(profiles["p0"])
+    entries = ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in profiles.items())
+    path.write_text(f'{{"profiles": {{{entries}, "p0": {first}}}}}')
+
+
 CASES = {
     "missing file": (lambda d: (d / "queries.json").unlink(), "queries.json: file not found"),
     "invalid json": (
@@ -55,6 +63,16 @@ CASES = {
     "no datasets": (
         lambda d: _edit(d / "corpus.json", lambda c: c.update(datasets=[])),
         "corpus.json: datasets: there are no datasets",
+    ),
+    "principal listed twice": (
+        lambda d: _duplicate_first_profile(d / "profiles.json"),
+        "profiles.json: profiles: principal 'p0' is listed twice",
+    ),
+    "dataset field given twice": (
+        lambda d: (d / "corpus.json").write_text(
+            (d / "corpus.json").read_text().replace('"domain": ', '"domain": "x", "domain": ', 1)
+        ),
+        "corpus.json: datasets[0]: field 'domain' is given twice",
     ),
     "grant to unknown id": (
         lambda d: _edit(

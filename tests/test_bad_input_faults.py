@@ -165,6 +165,8 @@ _NOT_ARTIFACTS = {
     ("pipeline/stages/report.py", "fig.savefig(path,"),
     # the comparison's figure: `arecall.compare.compare` draws it into write_with's temporary
     ("compare/render.py", "fig.savefig(path,"),
+    # the run directory's write test: a private file, removed at once, never published
+    ("cli/run_directory.py", 'os.fdopen(fd, "wb")'),
 }
 
 

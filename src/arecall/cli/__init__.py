@@ -45,9 +45,21 @@ def _run(argv: Sequence[str]) -> int:
             unused.close()
 
 
+README_USAGE = """usage: arecall readme [--check] [--params-only]
+
+Sync the generated tables of README.md and the docs/ pages with reports/ (what `dvc repro`
+produced), after checking that params.yaml and dvc.lock hold the project's default config.
+  --check        change nothing; exit 2 if a table differs from its report
+  --params-only  only check that params.yaml holds the default config (make repro, first)
+"""
+
+
 def _readme(argv: Sequence[str]) -> int:
     from arecall.cli.readme import config_problem, sync_pages
 
+    if any(a in ("-h", "--help") for a in argv):
+        print(README_USAGE, end="")
+        return 0
     unknown = [a for a in argv if a not in ("--check", "--params-only")]
     if unknown:
         raise ArecallError(f"readme: unknown argument {unknown[0]!r} (--check, --params-only)")

@@ -20,7 +20,13 @@ from hydra.errors import CompactHydraException
 from arecall.core.errors import ArecallError, note_user_error, noted_user_errors, print_error
 from arecall.tracking.provenance import COMMAND_ENV
 
-__all__ = ["check_composition", "check_group_choices", "run_main", "unique_token"]
+__all__ = [
+    "check_callbacks",
+    "check_composition",
+    "check_group_choices",
+    "run_main",
+    "unique_token",
+]
 
 _TOKEN: list[str] = []
 
@@ -64,13 +70,19 @@ def run_main(argv: Sequence[str]) -> int:
     from hydra.types import RunMode
     from omegaconf import DictConfig, OmegaConf
 
+    from arecall.cli.run_help import run_help
     from arecall.pipeline.config import CONF_DIR
     from arecall.pipeline.layout import Layout
     from arecall.pipeline.run import run_all
+    from arecall.pipeline.schema import register
     from arecall.pipeline.stages import announce_stages
     from arecall.tracking.ends import Interrupted, interruptible, outcome_scope
     from arecall.tracking.sweep import end_sweep
 
+    text = run_help(argv)
+    if text is not None:
+        print(text, end="")
+        return 0
     root = os.getcwd()
 
     def body(cfg: DictConfig) -> float | None:
@@ -105,6 +117,7 @@ def run_main(argv: Sequence[str]) -> int:
 
     task = hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(body)
     check_group_choices(argv, CONF_DIR)
+    register()  # every route composes conf/, whose options extend the stored schemas
     _register_resolvers()
     single = _single_run_overrides(argv)
     if single is None:
@@ -306,12 +319,11 @@ def _run_single(overrides: list[str], body: Any) -> None:
     from hydra._internal.utils import create_config_search_path, run_and_report
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.utils import run_job
-    from hydra.errors import HydraException
     from hydra.types import HydraContext, RunMode
     from omegaconf import OmegaConf, open_dict, read_write
-    from omegaconf.errors import OmegaConfBaseException
 
-    from arecall.pipeline.config import CONF_DIR, default_config, override_origin
+    from arecall.cli.run_directory import RunDirectoryError, check_writable, undo_on_failure
+    from arecall.pipeline.config import CONF_DIR, composition_error, override_origin
     from arecall.pipeline.schema import check_config, register
 
     register()
@@ -319,6 +331,7 @@ def _run_single(overrides: list[str], body: Any) -> None:
     app = Hydra.create_main_hydra2(
         task_name="arecall", config_search_path=create_config_search_path(str(CONF_DIR))
     )
+    origin = override_origin(overrides)
     try:
         try:
             cfg = app.compose_config(
@@ -326,34 +339,106 @@ def _run_single(overrides: list[str], body: Any) -> None:
             )
             task_cfg = OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"])
             container: Any = OmegaConf.to_container(task_cfg, resolve=True)
-        except (HydraException, OmegaConfBaseException):
-            GlobalHydra.instance().clear()  # default_config composes with its own Hydra
-            default_config(overrides)  # raises the one-line error naming the override
-            raise  # not reached: the same composition failed there too
-        checked = check_config(container, origin=override_origin(overrides))
+        except Exception as exc:  # Hydra's, OmegaConf's, or a plain one OmegaConf let through
+            GlobalHydra.instance().clear()  # composition_error composes with its own Hydra
+            raise composition_error(list(overrides), exc) from None
+        checked = check_config(container, origin=origin)
         _check_raw_strings(overrides, checked)
+        check_callbacks(cfg.hydra.callbacks, origin)
+        directory = _pinned_directory(cfg, "hydra.run.dir", origin)
+        check_writable(directory)
         with read_write(cfg.hydra), open_dict(cfg.hydra):
             cfg.hydra.mode = RunMode.RUN
         from hydra._internal.callbacks import Callbacks
 
         callbacks = Callbacks(cfg)
         callbacks.on_run_start(config=cfg, config_name="config")
+        refused: list[RunDirectoryError] = []
 
         def job() -> None:
-            ret = run_job(
-                hydra_context=HydraContext(config_loader=app.config_loader, callbacks=callbacks),
-                task_function=body,
-                config=cfg,
-                job_dir_key="hydra.run.dir",
-                job_subdir_key=None,
-                configure_logging=True,
-            )
+            try:
+                with undo_on_failure(directory):  # an OSError out of run_job is its setup's
+                    ret = run_job(
+                        hydra_context=HydraContext(
+                            config_loader=app.config_loader, callbacks=callbacks
+                        ),
+                        task_function=body,
+                        config=cfg,
+                        job_dir_key="hydra.run.dir",
+                        job_subdir_key=None,
+                        configure_logging=True,
+                    )
+            except RunDirectoryError as exc:  # raised after run_and_report, as one line
+                refused.append(exc)
+                return
             callbacks.on_run_end(config=cfg, config_name="config", job_return=ret)
             _ = ret.return_value  # raises the job's exception, as Hydra.run does
 
         run_and_report(job)
+        if refused:
+            raise refused[0]
     finally:
         GlobalHydra.instance().clear()
+
+
+def _pinned_directory(cfg: Any, key: str, origin: Any) -> str:
+    """Resolve ``hydra.run.dir`` (or ``hydra.sweep.dir``) once, as Hydra would, and keep it.
+
+    Resolved here, a failing interpolation is one line naming the override, and the directory
+    checked (`check_writable`) is the one Hydra then creates, not one a second later.
+    """
+    from omegaconf import OmegaConf, open_dict, read_write
+
+    directory = _resolved(cfg, key, origin)
+    *parents, leaf = key.split(".")
+    node = OmegaConf.select(cfg, ".".join(parents))
+    with read_write(node), open_dict(node):
+        node[leaf] = directory
+    return directory
+
+
+def check_callbacks(callbacks: Any, origin: Any) -> None:
+    """Refuse, in one line naming the key, a ``hydra.callbacks`` entry Hydra would not create.
+
+    Each ``_target_`` goes through Hydra's own instantiation as a partial (located and checked
+    against Hydra's target policy, not called), so a target Hydra refuses (``os.system`` is
+    blocklisted) or cannot find is named before anything starts, instead of ending in
+    InstantiationException's stack once Hydra creates the callbacks.
+
+    Examples
+    --------
+    >>> check_callbacks({"x": {"_target_": "os.system"}}, lambda key: None)
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    arecall.core.errors.ArecallError: hydra.callbacks.x._target_: Target 'os.system' is ...
+    """
+    from collections.abc import Mapping
+
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    from arecall.pipeline.config import hydra_message
+
+    found: Any = OmegaConf.to_container(callbacks) if OmegaConf.is_config(callbacks) else callbacks
+    for name, entry in dict(found or {}).items():
+        key = f"hydra.callbacks.{name}"
+        where = origin(f"{key}._target_") or origin(key)
+        prefix = f"{where}: {key}" if where else key
+        target = entry.get("_target_") if isinstance(entry, Mapping) else None
+        if not isinstance(target, str) or not target:
+            raise ArecallError(
+                f"{prefix}: must be a mapping with a _target_ (a callback class), got {entry!r}"
+            )
+        try:
+            instantiate({"_target_": target, "_partial_": True})
+        except Exception as exc:
+            text = hydra_message(exc).replace(
+                ", set env var HYDRA_FULL_ERROR=1 to see chained exception.", ""
+            )
+            if exc.__cause__ is not None:
+                text = f"{text.rstrip('.')}: {hydra_message(exc.__cause__)}"
+            raise ArecallError(f"{prefix}._target_: {text}") from None
 
 
 def _tracked(
@@ -495,7 +580,7 @@ def check_composition(argv: Sequence[str]) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
-    from arecall.pipeline.config import CONF_DIR, default_config
+    from arecall.pipeline.config import CONF_DIR, default_config, unparsable
 
     args = get_args_parser().parse_args(list(argv))
     if args.help or args.hydra_help or args.info or args.shell_completion:
@@ -505,11 +590,60 @@ def check_composition(argv: Sequence[str]) -> None:
         try:
             parsed = OverridesParser.create().parse_overrides(list(args.overrides))
         except HydraException as exc:
-            raise ArecallError(f"{' '.join(args.overrides)}: {str(exc).splitlines()[0]}") from None
-        points = [point for batch in BasicSweeper.split_arguments(parsed, None) for point in batch]
+            raise unparsable(list(args.overrides), exc) from None
+        # Hydra renders every override anew (``$\{…\}``): a point names them as the user did
+        given = {
+            f"{o.get_key_element()}={o.get_value_element_as_str()}": o.input_line
+            for o in parsed
+            if not o.is_sweep_override()
+        }
+        points = [
+            [given.get(line, line) for line in point]
+            for batch in BasicSweeper.split_arguments(parsed, None)
+            for point in batch
+        ]
     for point in points:
         check_group_choices(point, CONF_DIR)
         _check_raw_strings(point, default_config(point))
+    if args.multirun:
+        _check_launch(points)
+
+
+def _check_launch(points: list[list[str]]) -> None:
+    """What Hydra needs before the first job, checked as `_run_single` checks a single run.
+
+    The callbacks (`check_callbacks`) and the sweep's directory (resolved, then
+    `check_writable`), once per distinct set of ``hydra.*`` overrides among the points.
+    """
+    from arecall.cli.run_directory import check_writable
+    from arecall.pipeline.config import hydra_config, override_origin
+
+    seen: set[tuple[str, ...]] = set()
+    for point in points:
+        launch = tuple(o for o in point if o.lstrip("+~").startswith("hydra"))
+        if launch in seen:
+            continue
+        seen.add(launch)
+        cfg = hydra_config(point)
+        origin = override_origin(point)
+        check_callbacks(cfg.hydra.callbacks, origin)
+        check_writable(_resolved(cfg, "hydra.sweep.dir", origin), "sweep")
+
+
+def _resolved(cfg: Any, key: str, origin: Any) -> str:
+    """``key`` of ``cfg`` resolved as Hydra would resolve it (a failure: one line)."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    from arecall.pipeline.config import hydra_message
+
+    HydraConfig.instance().set_config(cfg)
+    try:
+        return str(OmegaConf.select(cfg, key))
+    except Exception as exc:
+        message = hydra_message(exc)
+        message = message if message.startswith(f"{key}:") else f"{key}: {message}"
+        raise ArecallError(f"{origin(key) or key}: {message}") from None
 
 
 def _has_string(value: Any) -> bool:

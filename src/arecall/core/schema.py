@@ -343,7 +343,7 @@ def validate(cls: type, data: Any, prefix: str) -> dict[str, Any]:
     unknown key or a failed cross-field check raises one `ConfigProblem` naming
     ``prefix.key``.
     """
-    from omegaconf import OmegaConf
+    from omegaconf import Node, OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
     _shape(cls, data, prefix)
@@ -351,9 +351,16 @@ def validate(cls: type, data: Any, prefix: str) -> dict[str, Any]:
         node = OmegaConf.merge(OmegaConf.structured(cls), data)
     except OmegaConfBaseException as exc:
         path = str(exc.full_key or "")
-        value = _get(data, path) if exc.value is None else exc.value
+        given = None if isinstance(exc.value, Node) else exc.value  # a node: the value as given
+        value = _get(data, path) if given is None else given
         raise ConfigProblem(f"{prefix}.{path}", f"must be {describe(cls, path)}", value) from None
-    _rules(OmegaConf.to_object(node), prefix, data)
+    try:
+        typed = OmegaConf.to_object(node)
+    except OmegaConfBaseException as exc:  # an interpolation given as a value that fails
+        path = str(exc.full_key or "")
+        reason = " ".join(str(exc).split("full_key:", 1)[0].split())
+        raise ConfigProblem(f"{prefix}.{path}", reason, _get(data, path)) from None
+    _rules(typed, prefix, data)
     container = OmegaConf.to_container(node)
     assert isinstance(container, dict)
     return {str(k): v for k, v in container.items()}

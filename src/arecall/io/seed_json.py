@@ -53,12 +53,73 @@ def read_seed_member(path: str | os.PathLike[str], key: str) -> Any:
     """
     p = Path(path)
     try:
-        data = json.loads(read_text(p))
+        data = json.loads(read_text(p), object_pairs_hook=_Object.of)
     except json.JSONDecodeError as exc:
         raise ArecallError(f"{p}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
+    repeated = _first_repeated(data, "")
+    if repeated is not None:
+        raise ArecallError(f"{p}: {repeated}")
     if not isinstance(data, dict) or key not in data:
         raise ArecallError(f"{p}: missing top-level field {key!r}")
     return data[key]
+
+
+class _Object(dict[str, Any]):
+    """A JSON object that remembers the keys it was given more than once.
+
+    JSON lets a key repeat and Python's reader keeps the last value: a principal listed twice
+    in profiles.json lost its first grants without a word. The reader keeps them all long
+    enough to refuse the file (`_first_repeated`).
+    """
+
+    repeated: list[str]
+
+    @classmethod
+    def of(cls, pairs: list[tuple[str, Any]]) -> _Object:
+        obj = cls(pairs)
+        seen: set[str] = set()
+        obj.repeated = []
+        for k, _ in pairs:
+            if k in seen:
+                obj.repeated.append(k)
+            seen.add(k)
+        return obj
+
+
+#: Objects whose keys are names the data gives (principals, dataset ids), not field names.
+_NAMED = {"profiles": "principal", "grants": "dataset id"}
+
+
+def _first_repeated(value: Any, path: str, field: str = "") -> str | None:
+    """Where the first key given twice is, and which, as the error says it; None: nowhere.
+
+    Examples
+    --------
+    >>> data = json.loads('{"profiles": {"a": {"grants": {}}, "a": {"grants": {}}}}',
+    ...                   object_pairs_hook=_Object.of)
+    >>> _first_repeated(data, "")
+    "profiles: principal 'a' is listed twice (JSON keeps only the last)"
+    """
+    if isinstance(value, _Object):
+        where = path or "top level"
+        if value.repeated:
+            name = value.repeated[0]
+            if field in _NAMED:
+                return (
+                    f"{where}: {_NAMED[field]} {name!r} is listed twice (JSON keeps only the last)"
+                )
+            return f"{where}: field {name!r} is given twice (JSON keeps only the last)"
+        for k, v in value.items():
+            child = f"{path}[{k!r}]" if field in _NAMED else (f"{path}.{k}" if path else k)
+            found = _first_repeated(v, child, k)
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _first_repeated(item, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
 
 
 def read_seed_files(directory: str | os.PathLike[str]) -> SeedFiles:

@@ -19,7 +19,18 @@ from arecall.core.errors import ArecallError
 from arecall.core.schema import ConfigProblem
 from arecall.pipeline.schema import GROUPS, VECTORS_REFUSAL, check_config, register
 
-__all__ = ["CONF_DIR", "DVC_CONFIG", "checked", "default_config", "ks_of", "load_params"]
+__all__ = [
+    "CONF_DIR",
+    "DVC_CONFIG",
+    "checked",
+    "composition_error",
+    "default_config",
+    "hydra_config",
+    "hydra_message",
+    "ks_of",
+    "load_params",
+    "unparsable",
+]
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 #: The DVC pipeline's config (``config_name`` in .dvc/config): params.yaml is its composition.
@@ -97,28 +108,35 @@ def default_config(
     ...
     arecall.core.errors.ArecallError: corpus=vectors is the vector experiment's corpus, ...
     """
-    from hydra.errors import HydraException
     from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
 
     overrides = list(overrides or [])
     origin = override_origin(overrides)
     try:
         composed = _compose(overrides, config_name)
         container = OmegaConf.to_container(composed, resolve=True)
-    except (HydraException, OmegaConfBaseException) as exc:
+    except Exception as exc:  # Hydra's, OmegaConf's, or one OmegaConf let through with a key
         if VECTORS_REFUSAL in str(exc):  # conf/corpus/vectors.yaml's resolver refused it
             raise ArecallError(VECTORS_REFUSAL) from None
-        raise _composition_error(overrides, exc) from None
+        raise composition_error(overrides, exc) from None
     return check_config(container, origin=origin)
 
 
-def _compose(overrides: list[str], config_name: str = "config") -> Any:
+def _compose(overrides: list[str], config_name: str = "config", *, hydra: bool = False) -> Any:
     from hydra import compose, initialize_config_dir
 
     register()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(config_name=config_name, overrides=overrides)
+        return compose(config_name=config_name, overrides=overrides, return_hydra_config=hydra)
+
+
+def hydra_config(overrides: Sequence[str]) -> Any:
+    """The composition of ``overrides`` with its ``hydra`` section, unresolved (a DictConfig).
+
+    What ``hydra.main`` will launch a sweep with: its callbacks and its sweep directory are
+    checked from it before Hydra starts (`arecall.cli.run.check_composition`).
+    """
+    return _compose(list(overrides), hydra=True)
 
 
 def _parsed(overrides: Sequence[str]) -> list[Any]:
@@ -181,10 +199,83 @@ def _missing_option(exc: Exception) -> ArecallError | None:
     return ArecallError(f"{group}={option}: no such {group} config (known: {known})")
 
 
-def _composition_error(overrides: list[str], exc: Exception) -> ArecallError:
-    """Hydra refused the overrides: redo them one by one on plain data to name the bad one.
+#: Lines of Hydra's and OmegaConf's messages that say nothing to a user of arecall.
+_NOISE = ("object_type=", "reference_type=", "Set the environment variable HYDRA_FULL_ERROR")
 
-    Hydra's own message spans several lines; the schema check gives the one line.
+
+def hydra_message(exc: BaseException) -> str:
+    """Hydra's or OmegaConf's error as one line: its lines joined, the key it names in front.
+
+    Hydra wraps a failed merge in "Error merging override …" with the reason in the cause;
+    OmegaConf appends ``full_key: …`` and type lines, and sometimes re-raises a plain
+    AttributeError or KeyError that way. The reason and the key are what a user can act on.
+
+    Examples
+    --------
+    >>> from omegaconf.errors import ValidationError
+    >>> exc = ValidationError("Value 'x' is not an int\\n    full_key: corpus.n_docs\\n"
+    ...                       "    object_type=dict")
+    >>> hydra_message(exc)
+    "corpus.n_docs: Value 'x' is not an int"
+    """
+    text = str(exc)
+    cause = exc.__cause__ or exc.__context__
+    if text.startswith("Error merging override") and cause is not None:
+        text = str(cause)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    key = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("full_key:")), "")
+    kept = [ln for ln in lines if not ln.startswith(("full_key:", *_NOISE))]
+    message = " ".join(kept) or type(exc).__name__
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    if not isinstance(exc, HydraException | OmegaConfBaseException):  # say what it is
+        message = f"{type(exc).__name__}: {message}"
+    return f"{key}: {message}" if key and key not in message else message
+
+
+def _failing_override(overrides: list[str], choices: list[str]) -> str | None:
+    """The first override after which Hydra's composition fails (None: none alone does).
+
+    Each is tried after the group choices and the overrides before it, as Hydra applies them.
+    """
+    from omegaconf import OmegaConf
+
+    tried = list(choices)
+    for line in overrides:
+        if line in choices:
+            continue
+        tried.append(line)
+        try:
+            OmegaConf.to_container(_compose(tried), resolve=True)
+        except Exception:
+            return line
+    return None
+
+
+def unparsable(overrides: Sequence[str], exc: Exception) -> ArecallError:
+    """The override Hydra's grammar refuses, with the reason, in one line.
+
+    Examples
+    --------
+    >>> print(unparsable(["corpus=discovery", "evaluation.ks=[1"], ValueError("?")))
+    evaluation.ks=[1: no viable alternative at input '[1' See https://hydra.cc/...
+    """
+    for line in overrides:
+        try:
+            _parsed([line])
+        except Exception as bad:
+            return ArecallError(f"{line}: {hydra_message(bad)}")
+    return ArecallError(f"{' '.join(overrides)}: {hydra_message(exc)}")
+
+
+def composition_error(overrides: list[str], exc: Exception) -> ArecallError:
+    """Hydra refused the overrides: one line naming the override and the key.
+
+    The overrides are redone one by one on plain data, where the schema check names the bad
+    value; what the schema accepts but Hydra does not (``+key=`` on a key that exists, a
+    syntax error, an interpolation that fails) is named by the first override after which the
+    composition fails, with Hydra's message on one line (`hydra_message`).
     """
     from omegaconf import OmegaConf
 
@@ -194,12 +285,12 @@ def _composition_error(overrides: list[str], exc: Exception) -> ArecallError:
     try:
         parsed = _parsed(overrides)
     except Exception:
-        return ArecallError(f"{' '.join(overrides)}: {str(exc).splitlines()[0]}")
+        return unparsable(overrides, exc)
     choices = [o.input_line for o in parsed if _is_choice(o.key_or_group)]
     try:
         container: Any = OmegaConf.to_container(_compose(choices), resolve=True)
     except Exception:
-        return ArecallError(f"{' '.join(choices)}: {str(exc).splitlines()[0]}")
+        return ArecallError(f"{' '.join(choices)}: {hydra_message(exc)}")
     for o in parsed:
         if _is_choice(o.key_or_group):
             continue
@@ -215,6 +306,13 @@ def _composition_error(overrides: list[str], exc: Exception) -> ArecallError:
             node[last] = o.value()
         try:
             check_config(container, origin=str(o.input_line))
-        except ConfigProblem as problem:
-            return problem.at(str(o.input_line))
-    return ArecallError(f"{' '.join(overrides)}: {str(exc).splitlines()[0]}")
+        except ConfigProblem as problem:  # this override's key, not one a later one sets
+            key = str(o.key_or_group)
+            if problem.key == key or problem.key.startswith((f"{key}.", f"{key}[")):
+                return problem.at(str(o.input_line))
+    try:
+        check_config(container, origin=override_origin(overrides))
+    except ConfigProblem as problem:
+        return problem
+    failing = _failing_override([str(o.input_line) for o in parsed], choices)
+    return ArecallError(f"{failing or ' '.join(overrides)}: {hydra_message(exc)}")

@@ -56,6 +56,7 @@ __all__ = [
     "VectorsCorpusSchema",
     "check_config",
     "check_depth",
+    "composable",
     "register",
 ]
 
@@ -349,9 +350,56 @@ def register() -> None:
     store = ConfigStore.instance()
     for group, options in GROUPS.items():
         for option, schema in options.items():
-            store.store(group=group, name=f"base_{option}", node=schema)
+            store.store(group=group, name=f"base_{option}", node=composable(schema))
     store.store(name="base_vector_search", node=VectorSearchSection, package="vector_search")
     OmegaConf.register_new_resolver("arecall.vector_search_only", _vector_search_only, replace=True)
+
+
+def _null_mapping(tp: Any) -> bool:
+    """Whether ``tp`` is ``dict[...] | None``: a mapping that may be null."""
+    import types
+    import typing
+
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) not in (typing.Union, types.UnionType) or type(None) not in args:
+        return False
+    return any(typing.get_origin(a) is dict for a in args)
+
+
+def composable(schema: type) -> type:
+    """``schema`` as Hydra composes it: each mapping that defaults to null typed ``Any``.
+
+    Why: OmegaConf 2.3 cannot merge a value into a typed mapping whose value is null, and every
+    override of such a key is a merge (``profiles.grants={analyst:[analytics]}``, through
+    ``arecall run`` or ``dvc exp run -S``, ended in ``'NoneType' object has no attribute
+    'get'``; omry/omegaconf#1360). Typed ``Any``, the key takes the override as given; the
+    composed config is then checked against ``schema`` itself (`check_config`), which names
+    a bad value in one line, for ``arecall run`` before anything runs and for DVC in the first
+    stage. Every other field keeps its type, so Hydra still checks it while composing.
+
+    Examples
+    --------
+    >>> from arecall.data.authorization.config import DomainsProfiles
+    >>> from omegaconf import OmegaConf
+    >>> cfg = OmegaConf.structured(composable(DomainsProfiles))
+    >>> OmegaConf.update(cfg, "grants", {"analyst": ["analytics"]}, merge=True)
+    >>> OmegaConf.to_container(cfg)
+    {'name': 'domains', 'grants': {'analyst': ['analytics']}}
+    >>> composable(NoIndexSchema) is NoIndexSchema
+    True
+    """
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(schema)
+    loose = [
+        (f.name, Any, dataclasses.field(default=None))
+        for f in dataclasses.fields(schema)
+        if _null_mapping(hints[f.name]) and f.default is None
+    ]
+    if not loose:
+        return schema
+    return dataclasses.make_dataclass(schema.__name__, loose, bases=(schema,))
 
 
 def _vector_search_only(*, _node_: Any) -> str:

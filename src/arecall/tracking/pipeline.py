@@ -54,7 +54,6 @@ __all__ = [
     "logged_runs",
     "pipeline_run",
     "reports_digest",
-    "staged_artifacts",
 ]
 
 #: The headline's curves, logged again stepped by K (the UI draws them): what the plot shows.

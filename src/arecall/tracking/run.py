@@ -18,13 +18,19 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 from arecall.tracking.ends import RunBlock, error_text, finished, held_signals
 from arecall.tracking.orphans import owner_tags
-from arecall.tracking.store import TrackingError, is_server, open_store, probe
+from arecall.tracking.store import (
+    TrackingError,
+    create_experiment,
+    is_server,
+    open_store,
+    probe,
+)
 
 __all__ = [
     "EXPERIMENT_KIND",
@@ -34,6 +40,7 @@ __all__ = [
     "flatten",
     "logged_line",
     "now_ms",
+    "publish_artifacts",
     "safe_key",
     "staged_artifacts",
     "upload_bar",
@@ -181,7 +188,7 @@ class TrackedRun(RunBlock):
         """
         try:
             with open_store(self.uri) as client:
-                experiment = _experiment_id(client, self.experiment)
+                experiment = _experiment_id(client, self.experiment, self.uri)
                 with held_signals():  # a run created is a run whose id its owner knows
                     run = client.create_run(
                         experiment,
@@ -377,7 +384,7 @@ class TrackedRun(RunBlock):
             pass
 
 
-def _experiment_id(client: Any, name: str) -> str:
+def _experiment_id(client: Any, name: str, uri: str) -> str:
     """The experiment ``name``'s id: created with `EXPERIMENT_KIND`, or given it if it lacks it.
 
     An experiment made before arecall set the tag (or one whose kind the UI only inferred) is
@@ -387,7 +394,7 @@ def _experiment_id(client: Any, name: str) -> str:
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
         try:
-            return str(client.create_experiment(name, tags={key: kind}))
+            return create_experiment(client, uri, name, tags={key: kind})
         except Exception:  # created meanwhile by another client of a server
             experiment = client.get_experiment_by_name(name)
             if experiment is None:
@@ -459,14 +466,16 @@ def staged_artifacts(
     reports: Mapping[str, Path],
     top: Mapping[str, Path] | None = None,
 ) -> None:
-    """Write every artifact into one staging directory and log it with one call.
+    """Write every artifact into one staging directory, then publish it whole or not at all.
 
     MLflow's ``log_table`` / ``log_dict`` / ``log_artifact`` are a store round trip each (a
     ``log_table`` three: it reads the run back to extend a tag), about two seconds for a
     pipeline run; the files are the same: tables as pandas' ``orient="split"`` JSON (what
     ``log_table`` writes and ``load_table`` reads), documents as indented JSON, the report
     files under ``reports/``, and ``top`` (name → file) at the top, where MLflow's Compare
-    looks.
+    looks. They go to the run's artifact repository file by file (`publish_artifacts`), not
+    with ``log_artifacts``, whose copy into a local store leaves a truncated file when the
+    disk fills.
     """
     import shutil
     import tempfile
@@ -485,7 +494,31 @@ def staged_artifacts(
         for path in reports.values():
             if Path(path).is_file():
                 shutil.copyfile(path, root / "reports" / Path(path).name)
-        client.log_artifacts(run_id, str(root))
+        publish_artifacts(client, run_id, root)
+
+
+def publish_artifacts(client: Any, run_id: str, root: Path) -> None:
+    """Log every file under ``root`` as the run's artifacts: all of them whole, or none.
+
+    Each file goes through the artifact repository's ``log_artifact``, which MLflow writes to
+    a temporary file and renames into place in a local store, so no reader ever sees a
+    truncated file. If any fails (a full disk, a lost server), the artifacts this call
+    published are deleted again and the error is raised: the run then ends FAILED and says
+    where the results are, and ``arecall log`` publishes them later, whole.
+    """
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+    repo = get_artifact_repository(client.get_run(run_id).info.artifact_uri)
+    tops = sorted(p.name for p in root.iterdir())
+    try:
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            where = path.parent.relative_to(root).as_posix()
+            repo.log_artifact(str(path), None if where == "." else where)
+    except BaseException:
+        for top in tops:  # best effort: the error that stopped the upload is the one to tell
+            with suppress(Exception):
+                repo.delete_artifacts(top)
+        raise
 
 
 @contextmanager

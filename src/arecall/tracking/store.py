@@ -22,7 +22,7 @@ import logging
 import os
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,8 @@ from arecall.tracking.orphans import close_orphans
 
 __all__ = [
     "TrackingError",
+    "artifact_root",
+    "create_experiment",
     "create_sqlite_store",
     "holds_nothing",
     "is_server",
@@ -255,6 +257,53 @@ def _dispose(uri: str) -> None:
     engine = getattr(SqlAlchemyStore, "_engine_map", {}).pop(uri, None)
     if engine is not None:
         engine.dispose()
+
+
+def artifact_root(uri: str) -> Path | None:
+    """Where a sqlite store's experiments keep their artifacts: ``mlruns/`` beside the file.
+
+    None for a server (it has its own). MLflow's client default is ``./mlruns`` of whatever
+    directory the process creating the experiment runs in: a store in one place wrote its
+    artifacts into another (a test's store into the repository's ``mlruns/``; a queued
+    experiment's first run into DVC's temporary copy, deleted after it).
+
+    Examples
+    --------
+    >>> artifact_root("sqlite:////repo/mlflow.db"), artifact_root("http://127.0.0.1:5000")
+    (PosixPath('/repo/mlruns'), None)
+    """
+    path = _sqlite_path(uri)
+    return None if path is None else Path(os.path.abspath(path)).parent / "mlruns"
+
+
+def create_experiment(
+    client: Any, uri: str, name: str, tags: Mapping[str, str] | None = None
+) -> str:
+    """Create experiment ``name`` (``tags``: its tags); a sqlite store's keeps its artifacts beside it.
+
+    The location is MLflow's own layout, ``mlruns/<experiment id>``, rooted at
+    `artifact_root` instead of the current directory: MLflow's store assigns the id, so the
+    experiment is created through a store built with that root.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> with open_store(f"sqlite:///{d}/mlflow.db") as client:
+    ...     eid = create_experiment(client, f"sqlite:///{d}/mlflow.db", "demo")
+    ...     location = client.get_experiment(eid).artifact_location
+    >>> location == str(d / "mlruns" / eid)
+    True
+    """
+    root = artifact_root(uri)
+    if root is None:
+        return str(client.create_experiment(name, tags=dict(tags or {})))
+    from mlflow.entities import ExperimentTag
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    store = SqlAlchemyStore(uri, str(root))
+    tagged = [ExperimentTag(key, value) for key, value in (tags or {}).items()]
+    return str(store.create_experiment(name, tags=tagged))
 
 
 def _create_if_empty(uri: str) -> None:
