@@ -279,7 +279,7 @@ def artifact_root(uri: str) -> Path | None:
 def create_experiment(
     client: Any, uri: str, name: str, tags: Mapping[str, str] | None = None
 ) -> str:
-    """Create experiment ``name`` (``tags``: its tags); a sqlite store's keeps its artifacts beside it.
+    """Create experiment ``name`` with ``tags``; a sqlite store's keeps its artifacts beside it.
 
     The location is MLflow's own layout, ``mlruns/<experiment id>``, rooted at
     `artifact_root` instead of the current directory: MLflow's store assigns the id, so the
