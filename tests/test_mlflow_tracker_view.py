@@ -141,6 +141,17 @@ def test_a_run_opens_on_the_runs_table_and_says_what_it_measured_and_how_long_it
     assert tags["mlflow.note.content"] == (out / "tables.md").read_text()
     # metrics: the Authorized-Recall headline per K, and its curves stepped by K
     headline = json.loads((out / "headline.json").read_text())
+    # the runs table opens (arecall ui's address) on columns this run fills: its choices and
+    # ARecall post, pre and gap at each of its K
+    view = json.loads(rest.tags_of(rest.experiment(url))["mlflow.sharedViewState.arecall"])
+    columns = [c.split(".", 1) for c in view["selectedColumns"]]
+    shown = {kind: [key.strip("`") for k, key in columns if k == kind] for kind, _ in columns}
+    assert shown["attributes"] == ["Source", "Dataset"]
+    assert set(shown["params"]) == {"retriever.name", "profiles.name"} <= set(rest.params(run))
+    assert shown["metrics"] == [
+        f"{key}_at_{k}" for k in headline["k"] for key in ("arecall_post", "arecall_pre", "gap")
+    ]
+    assert set(shown["metrics"]) <= set(rest.metrics(run))
     expected = {f"{key}_at_{k}" for key in HEADLINE for k in headline["k"]}
     assert set(rest.metrics(run)) == expected | {"arecall_post", "arecall_pre", "recall"}
     for k, line in headline["k"].items():

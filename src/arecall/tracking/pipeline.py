@@ -40,6 +40,7 @@ from arecall.tracking.run import TrackedRun, flatten, staged_artifacts, upload_b
 from arecall.tracking.store import open_store, tracking_uri
 from arecall.tracking.sweep import PARENT_ENV
 from arecall.tracking.vector import VECTOR_REPORTS, log_vector_run, read_vector_table
+from arecall.tracking.view import VIEW_TAG, runs_view
 
 __all__ = [
     "CURVES",
@@ -212,6 +213,7 @@ def pipeline_run(
         results=results,
         on_error=str(tracking.get("on_error", "fail")),
         start_time=start_time,
+        experiment_tags={VIEW_TAG: runs_view((cfg.get("evaluation") or {}).get("ks") or [])},
     )
 
 

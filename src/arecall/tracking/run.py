@@ -164,8 +164,11 @@ class TrackedRun(RunBlock):
         results: tuple[str, str] | None = None,
         on_error: str = "fail",
         start_time: int | None = None,
+        experiment_tags: Mapping[str, str] | None = None,
     ) -> None:
         self.uri, self.experiment, self.run_name = uri, experiment, run_name
+        #: tags the experiment must hold (set when it is created, updated when they differ)
+        self.experiment_tags = dict(experiment_tags or {})
         #: when the work the run reports began (epoch ms); None: when the run is created
         self.start_time = start_time
         self.tags = {**owner_tags(), **(tags or {})}  # (the tracker is sent its owner's)
@@ -188,7 +191,7 @@ class TrackedRun(RunBlock):
         """
         try:
             with open_store(self.uri) as client:
-                experiment = _experiment_id(client, self.experiment, self.uri)
+                experiment = _experiment_id(client, self.experiment, self.uri, self.experiment_tags)
                 with held_signals():  # a run created is a run whose id its owner knows
                     run = client.create_run(
                         experiment,
@@ -384,24 +387,30 @@ class TrackedRun(RunBlock):
             pass
 
 
-def _experiment_id(client: Any, name: str, uri: str) -> str:
-    """The experiment ``name``'s id: created with `EXPERIMENT_KIND`, or given it if it lacks it.
+def _experiment_id(client: Any, name: str, uri: str, tags: Mapping[str, str] | None = None) -> str:
+    """The experiment ``name``'s id: created with `EXPERIMENT_KIND` and ``tags``, or given them.
 
-    An experiment made before arecall set the tag (or one whose kind the UI only inferred) is
-    updated; a kind a user chose in the UI is left as they chose it.
+    An experiment made before arecall set the kind (or one whose kind the UI only inferred) is
+    updated; a kind a user chose in the UI is left as they chose it. A tag of ``tags`` the
+    experiment lacks or holds with another value is set (one call each).
     """
     key, kind = EXPERIMENT_KIND
+    wanted = {key: kind, **(tags or {})}
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
         try:
-            return create_experiment(client, uri, name, tags={key: kind})
+            return create_experiment(client, uri, name, tags=wanted)
         except Exception:  # created meanwhile by another client of a server
             experiment = client.get_experiment_by_name(name)
             if experiment is None:
                 raise
-    current = (experiment.tags or {}).get(key)
+    held = experiment.tags or {}
+    current = held.get(key)
     if current is None or current.endswith("_inferred") or current == "no_inferred_type":
         client.set_experiment_tag(experiment.experiment_id, key, kind)
+    for tag, value in (tags or {}).items():
+        if held.get(tag) != value:
+            client.set_experiment_tag(experiment.experiment_id, tag, value)
     return str(experiment.experiment_id)
 
 

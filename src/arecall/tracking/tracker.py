@@ -196,6 +196,7 @@ class RemoteRun(RunBlock):
             "results": list(run.results) if run.results else None,
             "on_error": run.on_error,
             "start_time": run.start_time,
+            "experiment_tags": run.experiment_tags,
         }
         self.tracker.send({"op": "start", "run": definition})
         self._open = True
@@ -349,6 +350,7 @@ def _serve(requests: IO[str], answers: IO[str], root: str) -> int:
                 results=tuple(d["results"]) if d["results"] else None,
                 on_error="fail",  # the run's process reports it: a warning or an error
                 start_time=d.get("start_time"),
+                experiment_tags=d.get("experiment_tags"),
             )
             run.start()
         elif op == "finish" and run is not None:

@@ -12,7 +12,8 @@ It prints the address of the ``arecall`` experiment's runs table. MLflow 3.17's 
 experiment on its GenAI overview unless the browser chose "Model training" (its top-left switch,
 remembered by the browser) or the address says ``workflowType=machine_learning``; the
 experiment's ``mlflow.experimentKind`` tag, which arecall sets, does not decide the landing page
-in that version.
+in that version. The address also names arecall's view of the table (``viewStateShareKey``,
+`arecall.tracking.view`), so it opens on the headline's columns.
 """
 
 from __future__ import annotations
@@ -61,18 +62,21 @@ def _stop_group(proc: subprocess.Popen[bytes], grace: float) -> None:
             return
 
 
-def runs_page(host: str, port: int, experiment_id: str | None) -> str:
+def runs_page(host: str, port: int, experiment_id: str | None, view: str | None = None) -> str:
     """The address of an experiment's runs table in MLflow's "Model training" view.
+
+    ``view``: the share key of a view the experiment holds (`arecall.tracking.view.VIEW_KEY`).
 
     Examples
     --------
-    >>> runs_page("127.0.0.1", 5000, "1")
-    'http://127.0.0.1:5000/#/experiments/1/runs?workflowType=machine_learning'
+    >>> runs_page("127.0.0.1", 5000, "1", "arecall").split("#")[1]
+    '/experiments/1/runs?workflowType=machine_learning&viewStateShareKey=arecall'
     >>> runs_page("127.0.0.1", 5000, None)
     'http://127.0.0.1:5000/#/experiments?workflowType=machine_learning'
     """
     where = f"experiments/{experiment_id}/runs" if experiment_id else "experiments"
-    return f"http://{host}:{port}/#/{where}?workflowType=machine_learning"
+    shared = f"&viewStateShareKey={view}" if experiment_id and view else ""
+    return f"http://{host}:{port}/#/{where}?workflowType=machine_learning{shared}"
 
 
 def serve(
@@ -81,6 +85,7 @@ def serve(
     port: int = 5000,
     grace: float = GRACE,
     experiment_id: str | None = None,
+    view: str | None = None,
 ) -> int:
     """Run ``mlflow ui`` on ``uri`` until it exits or this process is told to stop.
 
@@ -104,7 +109,7 @@ def serve(
     try:
         proc = subprocess.Popen(command, env=env, start_new_session=True)
         print(
-            f"arecall: MLflow UI on {uri}; the runs: {runs_page(host, port, experiment_id)} "
+            f"arecall: MLflow UI on {uri}; the runs: {runs_page(host, port, experiment_id, view)} "
             "(Ctrl-C stops it)",
             flush=True,
         )
@@ -122,6 +127,7 @@ def serve(
 def ui_main(argv: Sequence[str]) -> int:
     """``arecall ui [--port N] [--host H]``: the UI on this project's store."""
     from arecall.tracking.store import open_store, tracking_uri
+    from arecall.tracking.view import VIEW_KEY, VIEW_TAG
 
     parser = argparse.ArgumentParser(
         prog="arecall ui",
@@ -137,4 +143,6 @@ def ui_main(argv: Sequence[str]) -> int:
         return 0
     with open_store(uri, orphans=False) as client:  # made whole before the UI opens it
         found = client.get_experiment_by_name("arecall")
-    return serve(uri, args.host, args.port, experiment_id=found.experiment_id if found else None)
+    experiment_id = found.experiment_id if found else None
+    view = VIEW_KEY if found and VIEW_TAG in (found.tags or {}) else None
+    return serve(uri, args.host, args.port, experiment_id=experiment_id, view=view)
