@@ -159,6 +159,32 @@ def test_compare_writes_nothing_with_out_dash(two_runs, arecall, tmp_path, monke
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
+def test_the_printed_table_fits_an_80_column_terminal_and_the_file_holds_it_whole(
+    two_runs, arecall, tmp_path, monkeypatch
+):
+    ids = [run_id for run_id, _ in two_runs.values()]
+    monkeypatch.setenv("COLUMNS", "80")
+    proc = arecall("compare", *ids, "--out", str(tmp_path / "cmp"))
+    assert proc.returncode == 0, proc.stderr
+    assert max(len(line) for line in proc.stdout.splitlines()) <= 80, proc.stdout
+    rows = parse_table(proc.stdout)
+    headlines = {r["run"]: two_runs[r["run"].removeprefix("profiles=")][1] for r in rows}
+    assert len(rows) == 2 * 4  # every run at every K
+    for row in rows:
+        line = headlines[row["run"]]["k"][row["K"]]
+        assert (row["Recall"], row["post"], row["pre"], row["gap≠∅"]) == (
+            f"{line['recall']:.3f}",
+            f"{line['arecall_post']:.3f}",
+            f"{line['arecall_pre']:.3f}",
+            f"{line['gap_nonempty']:+.3f}",
+        )
+    assert "in comparison.md (--out DIR)" in proc.stdout  # where the intervals are
+    check_against_headlines((tmp_path / "cmp" / "comparison.md").read_text(), headlines)
+    monkeypatch.setenv("COLUMNS", "200")  # room enough: the table as the file holds it
+    wide = arecall("compare", *ids, "--out", "-")
+    assert wide.stdout == (tmp_path / "cmp" / "comparison.md").read_text()
+
+
 def test_a_wide_comparison_stays_within_a_screens_columns():
     """Many differing keys: the table keeps MAX_COLUMNS columns and names the rest."""
     line = {"recall": 0.5, "arecall_post": 0.4, "arecall_pre": 0.5, "gap": 0.1}

@@ -5,6 +5,8 @@
 ``arecall compare --dvc [NAME…]`` (default: every experiment ``dvc exp show`` lists). Prints the
 table; writes ``comparison.md`` and ``comparison.png`` into ``--out`` (``-``: print only); logs
 both to a sweep's parent run when given one. ``make exps`` is ``arecall compare --dvc --out -``.
+On a terminal (or with ``COLUMNS`` set) the printed table is drawn to fit its width; the files
+hold it whole.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ def compare_main(argv: Sequence[str]) -> int:
     """  # noqa: E501 (a doctest's expected line)
     from arecall.compare import compare, log_comparison, mlflow_points
     from arecall.compare.points import dvc_points
+    from arecall.compare.render import table
 
     args = _parser().parse_args(list(argv))
     from_mlflow = bool(args.runs) or args.filter is not None
@@ -99,7 +102,8 @@ def compare_main(argv: Sequence[str]) -> int:
             )
         pending, what = [], "run"
     made = compare(points, out, what=what)
-    print(made.table, end="")
+    width = _terminal_width()
+    print(made.table if width is None else table(points, what=what, width=width), end="")
     if pending:
         print(f"\nwithout results yet (queued, running or failed): {', '.join(pending)}")
     if made.files:
@@ -111,3 +115,14 @@ def compare_main(argv: Sequence[str]) -> int:
             log_comparison(uri, parent, made if made.files else compare(points, tmp))
         print(f"mlflow: logged the comparison to run {parent} in {uri}", file=sys.stderr)
     return 0
+
+
+def _terminal_width() -> int | None:
+    """The columns the printed table must fit: the terminal's, or ``COLUMNS``; None when the
+    output is a file or a pipe with no ``COLUMNS`` (the table is then printed whole)."""
+    import os
+    import shutil
+
+    if not sys.stdout.isatty() and not os.environ.get("COLUMNS"):
+        return None
+    return shutil.get_terminal_size().columns

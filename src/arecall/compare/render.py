@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from arecall.compare.points import Point
+from arecall.compare.points import Point, split_overrides
 
 __all__ = ["MAX_COLUMNS", "MEASURES", "differing", "figure", "table"]
 
@@ -86,14 +86,14 @@ def _confidence(points: Sequence[Point]) -> str:
     return ""
 
 
-def _cell(key: str, row: Mapping[str, Any]) -> str:
+def _cell(key: str, row: Mapping[str, Any], ci: bool = True) -> str:
     value = row.get(key)
     if value is None:
         return "–"
     if key.startswith("gap"):
         text = f"{value:+.3f}"
         low, high = row.get(f"{key}_low"), row.get(f"{key}_high")
-        if low is not None and high is not None:
+        if ci and low is not None and high is not None:
             text += f" [{low:+.3f}, {high:+.3f}]"
         return text
     return f"{value:.3f}"
@@ -108,8 +108,25 @@ def _best(values: Sequence[float | None], higher: bool) -> set[int]:
     return {i for i, v in enumerate(values) if v == best}
 
 
-def table(points: Sequence[Point], *, what: str = "run") -> str:
+#: The measures' short headers, for a table drawn to fit a terminal.
+_SHORT = {"arecall_post": "post", "arecall_pre": "pre", "gap_nonempty": "gap≠∅ [CI]"}
+#: What each narrower layout gives up, tried in turn until the table fits: the long headers,
+#: the all-pairs gap (it is pre − post), the restricted gap's interval (comparison.md keeps
+#: it), then the choice columns every row's label already states (a sweep point's name).
+_NARROWER = (
+    "Narrowed to the terminal: post and pre are ARecall@K's, gap≠∅ the gap over R_A≠∅.",
+    "The all-pairs gap (pre − post) is left out.",
+    "The gap's confidence interval is in comparison.md (--out DIR).",
+    "Choices that every row shares, or that each label states, are not repeated.",
+)
+
+
+def table(points: Sequence[Point], *, what: str = "run", width: int | None = None) -> str:
     """The comparison as one Markdown table, a legend, and any keys left out.
+
+    ``width``: the terminal's columns. A table wider than that is drawn narrower, one step at
+    a time (`_NARROWER`), and its legend says what each step gave up; every layout keeps
+    every run, K, ARecall@K post and pre and the restricted gap.
 
     Examples
     --------
@@ -124,25 +141,90 @@ def table(points: Sequence[Point], *, what: str = "run") -> str:
     |:----|:----------|----:|-------:|-------------:|------------:|-----------:|----------------------------:|
     | a   | tfidf     |   5 |  0.800 |        0.500 |       0.900 |     +0.400 |     +0.400 [+0.300, +0.500] |
     | b   | bm25      |   5 |  0.800 |    **0.700** |       0.900 | **+0.200** | **+0.200 [+0.100, +0.300]** |
+    >>> print(table([a, b], width=70).split("\\n\\n")[0])  # doctest: +NORMALIZE_WHITESPACE
+    | run | retriever |   K | Recall |      post |   pre |      gap≠∅ |
+    |:----|:----------|----:|-------:|----------:|------:|-----------:|
+    | a   | tfidf     |   5 |  0.800 |     0.500 | 0.900 |     +0.400 |
+    | b   | bm25      |   5 |  0.800 | **0.700** | 0.900 | **+0.200** |
     """  # noqa: E501 (a doctest's expected table)
     keys = differing(points)
     room = MAX_COLUMNS - 2 - len(MEASURES)  # the run, K and the measures
     shown, left = keys[:room], keys[room:]
-    header = [what, *(_header(k) for k in shown), "K", *(h for h, _ in MEASURES.values())]
+    lines = _lines(points, what, shown, list(MEASURES), {}, ci=True)
+    given_up: list[str] = []
+    for step, note in enumerate(_NARROWER):
+        if width is None or max(len(line) for line in lines) <= width:
+            break
+        measures = [m for m in MEASURES if not (step >= 1 and m == "gap")]
+        short = {**_SHORT, "gap_nonempty": "gap≠∅"} if step >= 2 else _SHORT
+        if step >= 3:
+            shown = [k for k in shown if not _stated(points, k)]
+        lines = _lines(points, what, shown, measures, short, ci=step < 2)
+        given_up.append(note)
+    legend = textwrap.fill(
+        "Recall@K is authorization-blind; ARecall@K post filters after truncating to K, pre "
+        "before; gap = pre − post over all query-principal pairs, and over the pairs with "
+        f"anything relevant authorized (R_A≠∅) with its {_confidence(points)}confidence "
+        "interval. **Bold**: the best in its K block (highest Recall and ARecall, smallest "
+        "gap). " + " ".join(given_up),
+        width=min(100, width or 100),
+    )
+    text = "\n".join(lines) + "\n\n" + legend + "\n"
+    if left:
+        text += f"\nAlso differing (not shown): {', '.join(left)}.\n"
+    return text
+
+
+def _stated(points: Sequence[Point], key: str) -> bool:
+    """Whether a choice column tells nothing the rest does not: ``key`` has one value in all
+    ``points`` (``retriever.name`` is a column even then), or each label says it
+    (``profiles=corpus``, a sweep point's name).
+
+    Examples
+    --------
+    >>> points = [Point("profiles=corpus", {"profiles.name": "corpus", "retriever.name": "x"}),
+    ...           Point("profiles=random", {"profiles.name": "random", "retriever.name": "x"})]
+    >>> _stated(points, "profiles.name"), _stated(points, "retriever.name")
+    (True, True)
+    >>> _stated([Point("a", {"profiles.name": "corpus"}), Point("b", {})], "profiles.name")
+    False
+    """
+    if len({p.choices.get(key, "–") for p in points}) == 1:
+        return True
+    short = key.removesuffix(".name")
+    return all(
+        {f"{key}={p.choices.get(key, '–')}", f"{short}={p.choices.get(key, '–')}"}
+        & set(split_overrides(p.label))
+        for p in points
+    )
+
+
+def _lines(
+    points: Sequence[Point],
+    what: str,
+    shown: Sequence[str],
+    measures: Sequence[str],
+    short: Mapping[str, str],
+    *,
+    ci: bool,
+) -> list[str]:
+    """The table's lines: header, rule and one row per run in each K block."""
+    headers = [short.get(key, MEASURES[key][0]) for key in measures]
+    header = [what, *(_header(k) for k in shown), "K", *headers]
     rows: list[list[str]] = []
     for k in _ks(points):
         per_run = [p.headline["k"].get(k, {}) for p in points]
         marked = {
-            key: _best([values.get(key) for values in per_run], higher)
-            for key, (_, higher) in MEASURES.items()
+            key: _best([values.get(key) for values in per_run], MEASURES[key][1])
+            for key in measures
         }
         for i, (point, values) in enumerate(zip(points, per_run, strict=True)):
             cells = [point.label, *(point.choices.get(key, "–") for key in shown), k]
-            for key in MEASURES:
-                text = _cell(key, values)
+            for key in measures:
+                text = _cell(key, values, ci)
                 cells.append(f"**{text}**" if i in marked[key] else text)
             rows.append(cells)
-    right = len(header) - len(MEASURES) - 1  # K and the numbers align right
+    right = len(header) - len(measures) - 1  # K and the numbers align right
     widths = [max(len(c) for c in column) for column in zip(header, *rows, strict=True)]
     widths = [max(w, 3) for w in widths]
 
@@ -161,19 +243,7 @@ def table(points: Sequence[Point], *, what: str = "run") -> str:
         )
         + "|"
     )
-    out = [line(header), rule, *(line(r) for r in rows)]
-    legend = textwrap.fill(
-        "Recall@K is authorization-blind; ARecall@K post filters after truncating to K, pre "
-        "before; gap = pre − post over all query-principal pairs, and over the pairs with "
-        f"anything relevant authorized (R_A≠∅) with its {_confidence(points)}confidence "
-        "interval. **Bold**: the best in its K block (highest Recall and ARecall, smallest "
-        "gap).",
-        width=100,
-    )
-    text = "\n".join(out) + "\n\n" + legend + "\n"
-    if left:
-        text += f"\nAlso differing (not shown): {', '.join(left)}.\n"
-    return text
+    return [line(header), rule, *(line(r) for r in rows)]
 
 
 def _label(point: Point, keys: Sequence[str]) -> str:
