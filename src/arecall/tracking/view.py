@@ -18,7 +18,14 @@ from collections.abc import Iterable
 
 from arecall.core.measures import mlflow_key
 
-__all__ = ["HEADLINE_COLUMNS", "PARAM_COLUMNS", "VIEW_KEY", "VIEW_TAG", "runs_view"]
+__all__ = [
+    "HEADLINE_COLUMNS",
+    "METRIC_WIDTH",
+    "PARAM_COLUMNS",
+    "VIEW_KEY",
+    "VIEW_TAG",
+    "runs_view",
+]
 
 #: The share key of arecall's view, and the experiment tag that holds it (MLflow's prefix).
 VIEW_KEY = "arecall"
@@ -27,6 +34,8 @@ VIEW_TAG = f"mlflow.sharedViewState.{VIEW_KEY}"
 HEADLINE_COLUMNS = ("arecall_post", "arecall_pre", "gap")
 #: The params shown beside the Dataset column (which names the corpus).
 PARAM_COLUMNS = ("retriever.name", "profiles.name")
+#: A metric column's width (px): its whole name, K included (MLflow's default cuts it).
+METRIC_WIDTH = 140
 
 
 def _column(kind: str, key: str) -> str:
@@ -35,7 +44,9 @@ def _column(kind: str, key: str) -> str:
 
 
 def runs_view(ks: Iterable[int]) -> str:
-    """The view's state (the tag's value): its columns for a run measured at ``ks``.
+    """The view's state (the tag's value): its columns for a run measured at ``ks``, in order
+    (the metrics by K, not MLflow's alphabetical ``_at_1``, ``_at_10``, ``_at_3``), each metric
+    column wide enough for its name.
 
     Examples
     --------
@@ -52,4 +63,7 @@ def runs_view(ks: Iterable[int]) -> str:
         for k in sorted({int(k) for k in ks})
         for name in HEADLINE_COLUMNS
     ]
-    return json.dumps({"selectedColumns": columns}, separators=(",", ":"))
+    widths = {column: METRIC_WIDTH for column in columns if column.startswith("metrics.")}
+    order = [*columns[:2], "duration", *columns[2:]]  # Duration's id is its field's name
+    state = {"selectedColumns": columns, "columnOrder": order, "columnWidths": widths}
+    return json.dumps(state, separators=(",", ":"))
