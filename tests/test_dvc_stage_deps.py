@@ -1,15 +1,27 @@
 """Every DVC stage lists, as deps, each arecall module it imports (transitively).
 
 Derived from the code, not a hand list: a change to any module a stage can run reruns that stage,
-so `dvc repro` never reports "up to date" over stale results.
+so `dvc repro` never reports "up to date" over stale results. A registry
+(`arecall.core.registry`) names its components' modules as ``"module:attribute"`` strings that
+``load()`` imports on first use: a stage depends on them when it imports a function that loads
+from the registry (``make_retriever``, ``load_corpus``), not when it only reads the registry's
+schemas for the config check. So `generate` does not depend on the retrievers' code, and
+editing a retriever leaves it up to date (the last test here runs `dvc status` to show it).
 """
 
 from __future__ import annotations
 
 import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,6 +59,56 @@ def _lazy_names(path: Path) -> dict[str, str]:
     return {}
 
 
+_FACTORY = re.compile(r"^(arecall(?:\.\w+)+):[\w.]+$")
+
+
+def _calls_load(node: ast.AST) -> bool:
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "load"
+        for n in ast.walk(node)
+    )
+
+
+@cache
+def _registry(path: Path) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """A registry module's component modules (its ``Registered`` factory paths), its registry
+    names (``X = Registry(...)``) and its loaders: functions that call ``load()``, directly or
+    through another loader of the module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    factories: set[str] = set()
+    registries: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Registered":
+            for arg in [*node.args, *(k.value for k in node.keywords)]:
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    match = _FACTORY.match(arg.value)
+                    if match:
+                        factories.add(match.group(1))
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and getattr(node.value.func, "id", None) == "Registry"
+        ):
+            registries.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    loaders = {name for name, fn in functions.items() if _calls_load(fn)}
+    while True:
+        more = {
+            name
+            for name, fn in functions.items()
+            if name not in loaders
+            and any(
+                getattr(c.func, "id", None) in loaders
+                for c in ast.walk(fn)
+                if isinstance(c, ast.Call)
+            )
+        }
+        if not more:
+            break
+        loaders |= more
+    return frozenset(factories), frozenset(registries), frozenset(loaders)
+
+
 @cache
 def _imports(path: Path) -> set[str]:
     """Every arecall module an import anywhere in the file (function-level too) can load."""
@@ -56,7 +118,9 @@ def _imports(path: Path) -> set[str]:
         package = package.removesuffix(".__init__")
     else:
         package = package.rpartition(".")[0]
-    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    loads_here = _calls_load(tree)
+    for node in _runtime_nodes(tree):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("arecall"))
         elif isinstance(node, ast.ImportFrom):
@@ -69,6 +133,11 @@ def _imports(path: Path) -> set[str]:
                 init = _module_file(base)
                 lazy = _lazy_names(init) if init is not None else {}
                 found.update(lazy.get(a.name, f"{base}.{a.name}") for a in node.names)
+                if init is not None:  # a registry's components, where this module loads them
+                    factories, registries, loaders = _registry(init)
+                    names = {a.name for a in node.names}
+                    if names & loaders or (loads_here and names & registries):
+                        found.update(factories)
     return found
 
 
@@ -109,3 +178,43 @@ def test_every_stage_lists_the_modules_it_imports():
 def test_the_import_walk_sees_function_level_imports():
     files = {p.relative_to(SRC).as_posix() for p in stage_modules("arecall.pipeline.stages.track")}
     assert "arecall/tracking/pipeline.py" in files  # imported inside track()
+
+
+def test_generate_does_not_reach_the_retrievers_code():
+    files = {
+        p.relative_to(SRC).as_posix() for p in stage_modules("arecall.pipeline.stages.generate")
+    }
+    retrievers = {
+        p.relative_to(SRC).as_posix()
+        for p in (SRC / "arecall" / "retrievers").glob("*.py")
+        if p.name not in ("__init__.py", "schema.py")
+    }
+    assert retrievers and not files & retrievers, sorted(files & retrievers)
+
+
+@pytest.mark.long  # dvc init, commit and status in a copy: seconds, not a unit test
+def test_editing_a_retriever_leaves_generate_up_to_date(tmp_path: Path) -> None:
+    dvc = str(Path(sys.executable).with_name("dvc"))
+    for name in ("dvc.yaml", "params.yaml", ".dvcignore"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    shutil.copytree(SRC, tmp_path / "src", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for out in ("data/corpus", "data/rank"):  # stand-in outputs: only the deps are compared
+        (tmp_path / out).mkdir(parents=True)
+        (tmp_path / out / "part").write_text(out, encoding="utf-8")
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
+
+    def dvc_run(*args: str) -> str:
+        done = subprocess.run(
+            [dvc, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    dvc_run("init", "--no-scm", "-q")
+    dvc_run("commit", "-f", "-q", "generate", "rank")  # dvc.lock records the deps as they are
+    assert json.loads(dvc_run("status", "--json", "generate", "rank")) == {}
+    bm25 = tmp_path / "src" / "arecall" / "retrievers" / "bm25.py"
+    bm25.write_text(bm25.read_text(encoding="utf-8") + "# edited\n", encoding="utf-8")
+    status = json.loads(dvc_run("status", "--json", "generate", "rank"))
+    assert "generate" not in status  # up to date: its config check reads only the schemas
+    assert status["rank"] == [{"changed deps": {"src/arecall/retrievers": "modified"}}]

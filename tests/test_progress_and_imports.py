@@ -212,6 +212,25 @@ def test_an_unchanged_vector_experiment_is_copied_from_the_cache_byte_identical(
     assert len(calls) == 2
 
 
+@pytest.mark.parametrize("store, library", [("chroma", "chromadb"), ("lancedb", "lancedb")])
+def test_a_changed_store_library_is_another_cache_entry(store, library, monkeypatch):
+    """The store's library computes the table: a new version of it must not be served the old
+    one (the key listed lancedb but not chromadb, so a changed Chroma hit a stale entry)."""
+    import importlib.metadata
+
+    from arecall.pipeline import vector_cache
+
+    section = {**SMALL_VECTORS, "index": {"name": "hnsw", "store": store}}
+    before = vector_cache.cache_key(section)
+    real = importlib.metadata.version
+
+    def upgraded(name: str) -> str:
+        return "999.0" if name == library else real(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", upgraded)
+    assert vector_cache.cache_key(section) != before
+
+
 def test_a_damaged_cache_entry_is_recomputed_never_used(tmp_path, monkeypatch):
     from arecall.pipeline import vector_cache
     from arecall.pipeline.layout import Layout

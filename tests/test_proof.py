@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import arecall.pipeline.proof as proof
 from arecall.core.errors import ArecallError
+from arecall.core.measures import PIPELINE
 from arecall.core.placement import PlacedLists, place_all
 from arecall.data.collection import Collection
 from arecall.pipeline.config import default_config
@@ -273,3 +274,15 @@ def test_the_vectorised_subset_check_names_the_reference_counterexample(seed, br
         p, q, j, k = want
         item = names["doc_ids"][broken.post[p, q, j]]
         assert got.counterexample == f"{run.where(p, q, k)}: post item {item!r} not in pre"
+
+
+def test_every_measure_the_kernels_report_is_held_to_its_registered_definition(monkeypatch):
+    # returned_pre had no line of its own in the claim: the registry's definition is what binds
+    wrong = dataclasses.replace(PIPELINE["returned_pre"], reference=lambda judged, k: 0.0)
+    monkeypatch.setitem(PIPELINE, "returned_pre", wrong)
+    name, statement, claim = next(p for p in proof.PROPERTIES if p[0] == "batch_equals_reference")
+    refuted = proof.check_cases(
+        name, statement, claim, proof.random_cases(50, seed=(proof.SEED, 4))
+    )
+    assert not refuted.passed
+    assert refuted.counterexample.startswith("Case(")

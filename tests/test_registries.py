@@ -17,11 +17,12 @@ import pytest
 import scipy.sparse as sp
 
 from arecall.core.errors import ArecallError
+from arecall.core.registry import Registered
 from arecall.data import authorization
 from arecall.data.authorization import MODELS, acl_from_masks, apply_profiles
 from arecall.data.collection import Collection
 from arecall.data.sources import load_corpus
-from arecall.retrievers import RETRIEVERS, SCHEMAS, make_retriever
+from arecall.retrievers import RETRIEVERS, make_retriever
 
 
 def first_half(collection: Collection, cfg: Mapping[str, Any]) -> Collection:
@@ -36,7 +37,7 @@ def first_half(collection: Collection, cfg: Mapping[str, Any]) -> Collection:
 
 
 def test_a_model_registered_in_one_line_runs_through_apply_profiles(monkeypatch) -> None:
-    monkeypatch.setitem(MODELS, "first_half", first_half)  # the one registry line
+    monkeypatch.setitem(MODELS, "first_half", Registered("first_half", first_half))  # the line
     discovery = load_corpus({"name": "discovery"})
     out = apply_profiles(discovery, {"name": "first_half"})
     assert list(out.principal_names) == ["half"]
@@ -52,7 +53,8 @@ def test_an_unregistered_model_is_refused_naming_the_key() -> None:
 
 
 def test_every_model_is_one_module_with_an_authorize_function() -> None:
-    for name, fn in MODELS.items():
+    for name, entry in MODELS.items():
+        fn = entry.load()
         assert fn.__module__ == f"{authorization.__name__}.{name}", name
         assert fn.__name__ == "authorize"
 
@@ -69,7 +71,17 @@ class Constant:
 
 
 def test_a_retriever_registered_in_one_line_runs_through_make_retriever(monkeypatch) -> None:
-    monkeypatch.setitem(RETRIEVERS, "constant", lambda cfg: Constant())  # the one registry line
-    assert "constant" not in SCHEMAS  # no schema line: a retriever without settings
+    registered = Registered("constant", lambda cfg: Constant())
+    monkeypatch.setitem(RETRIEVERS, "constant", registered)  # the one registry line
+    assert "constant" not in RETRIEVERS.schemas()  # no schema: a retriever without settings
     retriever = make_retriever({"name": "constant"}).fit(["a", "b", "c"])
     assert retriever.score(["q"]).toarray().tolist() == [[1.0, 1.0, 1.0]]
+
+
+def test_what_each_retriever_answers_is_what_it_does() -> None:
+    """The config check reads a retriever's ``embeddings`` from its entry without building it:
+    the entry must say exactly whether the retriever embeds."""
+    for name, entry in RETRIEVERS.items():
+        embeds = hasattr(make_retriever({"name": name}), "embed_documents")
+        assert embeds == ("embeddings" in entry.answers), name
+        assert "scores" in entry.answers, name

@@ -2,7 +2,7 @@
 
 faiss, the experiment's own index, sits behind the same `VectorStore` interface as LanceDB; the
 experiment picks its store by name (``index.store``), so a store defined here in a dozen lines
-and registered in ``STORES`` (and, for the config's check, ``STORE_PLACEMENTS``) runs the same
+and registered in ``STORES`` (one line: its class and what it answers) runs the same
 experiment, through the pipeline config too.
 """
 
@@ -17,9 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from arecall.core.errors import ArecallError
+from arecall.core.registry import Registered
 from arecall.pipeline.vector_search import run_vector_corpus
 from arecall.vector import Hits, build_index, calibrate_auto, generate, measure_placements
-from arecall.vector.config import STORE_PLACEMENTS, IndexConfig
+from arecall.vector.config import IndexConfig
 from arecall.vector.generator import l2_normalise
 from arecall.vector.measurement import audit, experiment
 from arecall.vector.stores import (
@@ -29,8 +30,11 @@ from arecall.vector.stores import (
     InSet,
     VectorStore,
     make_store,
+    store_class,
     store_from_config,
 )
+from arecall.vector.stores.chroma import where_document
+from arecall.vector.stores.lancedb import where_sql
 
 SMALL: dict[str, Any] = {"n_docs": 400, "dims": 16, "n_queries": 6, "selectivities": [0.1, 1.0]}
 WITHOUT_AUTO = ["post", "pushdown", "pre"]
@@ -54,13 +58,13 @@ class ToyStore(VectorStore):
 
 @pytest.fixture
 def toy(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(STORES, "toy", ToyStore)  # the registry line
-    monkeypatch.setitem(STORE_PLACEMENTS, "toy", ToyStore.placements)  # what the config checks
+    registered = Registered("toy", ToyStore, answers=ToyStore.placements)
+    monkeypatch.setitem(STORES, "toy", registered)  # the registry line
 
 
 def test_the_registry_lists_faiss_lancedb_and_chroma_under_their_own_names() -> None:
     assert {"chroma", "faiss", "lancedb"} <= set(STORES)
-    assert all(cls.name == name for name, cls in STORES.items())
+    assert all(store_class(name).name == name for name in STORES)
     assert isinstance(store_from_config(IndexConfig()), FaissStore)
 
 
@@ -132,9 +136,11 @@ def test_faiss_answers_audit_too() -> None:
 def test_inset_is_a_sorted_set_of_integers_rendered_for_every_store() -> None:
     where = InSet("group", [np.int64(4), 1, 4])
     assert where.values == (1, 4) and where == InSet("group", (4, 1))
-    assert where.sql() == "group IN (1, 4)" and where.chroma() == {"group": {"$in": [1, 4]}}
-    assert InSet("group", []).sql() == "false"
-    assert Below("draw", 0.25).chroma() == {"draw": {"$lt": 0.25}}
+    assert where_sql(where) == "group IN (1, 4)" and where_document(where) == {
+        "group": {"$in": [1, 4]}
+    }
+    assert where_sql(InSet("group", [])) == "false"
+    assert where_document(Below("draw", 0.25)) == {"draw": {"$lt": 0.25}}
     mask = where.mask({"group": np.array([1, 2, 4, 0], dtype=np.uint8)})
     assert mask.tolist() == [True, False, True, False]
 
@@ -202,9 +208,9 @@ def test_inset_and_below_match_numpy_on_every_store(
 
 
 def test_the_config_knows_every_store_and_exactly_what_it_answers():
-    """The config is checked against ``STORE_PLACEMENTS`` without importing the stores: it must
-    list every registered store, with the placements the store's class answers."""
-    assert set(STORE_PLACEMENTS) == set(STORES)
-    for name, cls in STORES.items():
+    """The config is checked against ``STORES`` without importing the stores: it must list
+    every registered store, with the placements the store's class answers."""
+    for name, entry in STORES.items():
+        cls = store_class(name)
         assert cls.name == name
-        assert cls.placements == STORE_PLACEMENTS[name]
+        assert cls.placements == entry.answers

@@ -12,6 +12,7 @@ mlflow is imported only for ``--mlflow``, which logs through
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 import textwrap
@@ -26,11 +27,26 @@ from arecall.core.errors import ArecallError, print_error
 from arecall.core.placement import PLACEMENTS
 from arecall.core.significance import resamples_problem
 from arecall.evaluate.evaluation import Evaluation, compare, evaluate, parse_ks
-from arecall.evaluate.fusion import DEFAULT_SMOOTHING, fuse_runs, reorderings_on_reload
+from arecall.evaluate.fusion import fuse_runs, reorderings_on_reload
 from arecall.io.atomic import write_text
 from arecall.io.trec import TIES, load_run, save_run
 
 __all__ = ["evaluate_main", "fuse_main"]
+
+
+def _defaults(fn: Callable[..., Any]) -> dict[str, Any]:
+    """The keyword defaults of a library function: the flags default to them, so each default
+    has one place (the function a Python user calls) and the shell cannot drift from it."""
+    return {
+        name: p.default
+        for name, p in inspect.signature(fn).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+
+
+_EVALUATE = _defaults(evaluate)
+_FUSE = _defaults(fuse_runs)
+_TIES = _defaults(load_run)["ties"]
 
 _ORDER_NOTE = (
     "Runs are ranked by score descending; equal scores by doc id ascending (--ties docid, the "
@@ -104,15 +120,16 @@ def _evaluate_parser() -> argparse.ArgumentParser:
         help="comma-separated principals; ACL names outside the "
         "list (and its groups) are errors. Default: every principal in the ACL",
     )
-    p.add_argument("--k", default="1,3,5,10", help="cutoffs (default: 1,3,5,10)")
+    ks = ",".join(map(str, _EVALUATE["k"]))
+    p.add_argument("--k", default=ks, help=f"cutoffs (default: {ks})")
     p.add_argument(
         "--placement",
         choices=PLACEMENTS,
         default=None,
-        help="which list ARecall@K and --worst describe: post = filter after top-K "
-        "(default), pre = filter before, as-is = the run unfiltered",
+        help="which list ARecall@K and --worst describe: post = filter after top-K, "
+        f"pre = filter before, as-is = the run unfiltered (default {_EVALUATE['placement']})",
     )
-    p.add_argument("--ties", choices=TIES, default="docid", help="order of equal scores")
+    p.add_argument("--ties", choices=TIES, default=_TIES, help="order of equal scores")
     p.add_argument("--format", choices=("table", "json", "csv"), default="table")
     p.add_argument(
         "--compare-run",
@@ -133,10 +150,15 @@ def _evaluate_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--resamples",
         type=int,
-        default=9999,
-        help="bootstrap / randomization resamples (default 9999)",
+        default=_EVALUATE["n_resamples"],
+        help=f"bootstrap / randomization resamples (default {_EVALUATE['n_resamples']})",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the resampling (default 0)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=_EVALUATE["seed"],
+        help=f"seed of the resampling (default {_EVALUATE['seed']})",
+    )
     p.add_argument(
         "--engine",
         choices=ENGINES,
@@ -229,7 +251,7 @@ def _evaluate(argv: list[str]) -> int:
                 raise ArecallError(f"{flag} needs --acl")
     if args.worst < 0:
         raise ArecallError(f"--worst: expected N >= 0, got {args.worst}")
-    problem = resamples_problem(args.resamples, 0.95)  # evaluate's interval is a 95% one
+    problem = resamples_problem(args.resamples, _EVALUATE["confidence"])
     if problem is not None:
         raise ArecallError(f"--resamples: {problem}, got {args.resamples}")
     if args.block_principals < 0:
@@ -352,13 +374,15 @@ def _fuse_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--smoothing",
         type=float,
-        default=DEFAULT_SMOOTHING,
-        help=f"the k in 1 / (k + rank), at least 1 (default {DEFAULT_SMOOTHING})",
+        default=_FUSE["smoothing"],
+        help=f"the k in 1 / (k + rank), at least 1 (default {_FUSE['smoothing']})",
     )
     p.add_argument("--weights", help="comma-separated weights, one per RUN (default all 1)")
     p.add_argument("--limit", type=int, help="keep the top N fused results per query")
-    p.add_argument("--name", default="rrf", help="tag of the fused run (default rrf)")
-    p.add_argument("--ties", choices=TIES, default="docid", help="order of equal scores")
+    p.add_argument(
+        "--name", default=_FUSE["name"], help=f"tag of the fused run (default {_FUSE['name']})"
+    )
+    p.add_argument("--ties", choices=TIES, default=_TIES, help="order of equal scores")
     p.add_argument(
         "--contributions",
         metavar="TSV",

@@ -43,7 +43,8 @@ class Placement(StrEnum):
     ``post`` and ``pre`` are the two placements compared throughout arecall (the pipeline's
     ``evaluation.placements``, the ``arecall_post`` / ``arecall_pre`` measures); ``as-is`` is
     ``arecall evaluate``'s third reading of a run: no filter, the list is what the principal
-    gets. (A vector index's search strategies are another concept: `arecall.vector.placement`.)
+    gets. (Where a filter sits relative to an ANN search is another vocabulary,
+    `arecall.vector.config.SEARCH_PLACEMENTS`, planned in `arecall.vector.placement`.)
     """
 
     POST = "post"

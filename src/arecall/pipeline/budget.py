@@ -12,12 +12,12 @@ configuration refused here could not have run. What they count:
   queries × K (`LIST_CELL` bytes per cell), built by the filter stage and loaded again by score
   and prove. K larger than the number of documents is allowed (Precision@K and the returned
   share are defined for it; the lists are padded); it is refused only when this does not fit.
-* **corpus=synthetic** (`arecall.data.sources.synthetic`): per document three int64 columns,
-  its id's digits (int64 each) and its text (``doc_length`` words ``w…`` and a space); per
-  judgment (queries × documents of the query's topic; of its domain with ``relevance=domain``)
-  two int64 rows and a float64 grade;
-  per grant an int64 code.
-* **corpus=vectors** (the ``vector_search`` experiment's corpus): the float32 document and
+* **The corpus a source builds**, as its schema declares it (`SourceSchema.memory`; the
+  synthetic generator counts its texts, ids, judgments and grants:
+  `arecall.data.sources.synthetic.SyntheticSpec.allocated`), and the sizes its settings fix
+  (`SourceSchema.sizes`, with the authorization model's `ProfilesSchema.principal_count`): the
+  budget asks the source and the model, whichever they are.
+* **The vector experiment's corpus** (``vector_search.corpus``): the float32 document and
   query vectors.
 
 `check_config_memory` runs with the typed configuration check (composition and ``params.yaml``),
@@ -37,11 +37,15 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from arecall.core.schema import ConfigProblem
+from arecall.data.authorization import MODELS
+from arecall.data.authorization.schema import ProfilesSchema
+from arecall.data.sources import SOURCES
+from arecall.data.sources.schema import Sizes, SourceSchema
 
 __all__ = [
     "FLOOR",
@@ -184,28 +188,14 @@ def check_lists_memory(
     )
 
 
-@dataclass(frozen=True)
-class Sizes:
-    """What a configuration fixes of its collection's size; None where only the data can tell."""
-
-    docs: int | None
-    queries: int | None
-    principals: int | None
+def _typed(entry_schema: type | None, section: Mapping[str, Any]) -> Any:
+    """A checked section as its schema's instance (None for a component without a schema)."""
+    return None if entry_schema is None else entry_schema(**section)
 
 
-def _corpus_principals(corpus: Mapping[str, Any]) -> tuple[int | None, int | None, int | None]:
-    name = corpus["name"]
-    if name == "discovery":
-        from arecall.data.sources.discovery import discovery_records
-
-        datasets, queries, profiles = discovery_records()
-        return len(datasets), len(queries), len(profiles)
-    if name == "synthetic":
-        from arecall.data.sources.synthetic import SyntheticSpec
-
-        spec = SyntheticSpec.from_config(corpus)
-        return spec.n_docs, spec.n_queries, spec.n_principals
-    return None, None, None
+def _source(corpus: Mapping[str, Any]) -> SourceSchema | None:
+    entry = SOURCES.get(corpus["name"])
+    return None if entry is None else _typed(entry.schema, corpus)
 
 
 def config_sizes(cfg: Mapping[str, Any]) -> Sizes:
@@ -219,50 +209,13 @@ def config_sizes(cfg: Mapping[str, Any]) -> Sizes:
     ...                                                      "n_principals": 7}})
     Sizes(docs=None, queries=None, principals=7)
     """
-    docs, queries, declared = _corpus_principals(cfg["corpus"])
-    profiles = cfg["profiles"]
-    kind = profiles["name"]
-    principals: int | None = declared
-    if kind == "open":
-        principals = 1
-    elif kind == "random":
-        principals = int(profiles["n_principals"])
-    elif kind == "corpus" and profiles.get("principals"):
-        principals = len(profiles["principals"])
-    elif kind in ("domains", "clearance") and profiles.get("grants"):
-        principals = len(profiles["grants"])
-    elif kind == "acl_file":
-        principals = None
-    return Sizes(docs, queries, principals)
-
-
-def _synthetic_memory(corpus: Mapping[str, Any]) -> None:
-    from arecall.data.sources.synthetic import SyntheticSpec
-
-    spec = SyntheticSpec.from_config(corpus)
-    n = spec.n_docs
-    id_width = len(str(max(n - 1, 0)))
-    word_width = len(str(max(spec.vocab_size - 1, 0)))
-    per_doc = 3 * 8 + 8 * id_width + spec.doc_length * (word_width + 2)
-    # judged documents per query: its domain's (relevance=domain) or its topic's (the rest)
-    groups = spec.n_domains if spec.relevance == "domain" else spec.n_topics
-    per_query = spec.n_docs // max(groups, 1)
-    if spec.relevance == "subtopic":
-        per_query //= spec.subtopics
-    judgments = spec.n_queries * per_query * 24
-    grants = spec.n_principals * spec.domains_per_principal * (n // spec.n_domains) * 8
-    need = n * per_doc + judgments + grants
-    key = "corpus.docs_per_domain" if corpus.get("n_docs") is None else "corpus.n_docs"
-    if judgments > n * per_doc:
-        key = "corpus.queries_per_domain"
-    require_memory(
-        need,
-        key,
-        f"{n} documents",
-        f"to generate (texts, ids, {spec.n_queries} queries' judgments, grants)",
-        corpus.get("n_docs") or corpus.get("docs_per_domain"),
-        plural=True,
-    )
+    source = _source(cfg["corpus"])
+    sizes = source.sizes() if source is not None else Sizes(None, None, None)
+    entry = MODELS.get(cfg["profiles"]["name"])
+    model: ProfilesSchema | None = None if entry is None else _typed(entry.schema, cfg["profiles"])
+    if model is None:
+        return sizes
+    return replace(sizes, principals=model.principal_count(sizes.principals))
 
 
 def check_config_memory(cfg: Mapping[str, Any]) -> None:
@@ -276,18 +229,18 @@ def check_config_memory(cfg: Mapping[str, Any]) -> None:
     >>> check_config_memory({"corpus": {"name": "discovery"}, "profiles": {"name": "corpus"},
     ...                      "evaluation": {"ks": [1, 3, 5, 10]}})
     """
-    for prefix, section in (
-        ("corpus", cfg["corpus"]),
-        ("vector_search.corpus", (cfg.get("vector_search") or {}).get("corpus")),
-    ):
-        if isinstance(section, Mapping) and section.get("name") == "vectors":
-            _vectors_memory(prefix, section)
-    corpus = cfg["corpus"]
-    if corpus["name"] == "vectors":
+    vector_corpus = (cfg.get("vector_search") or {}).get("corpus")
+    if isinstance(vector_corpus, Mapping):
+        _vectors_memory("vector_search.corpus", vector_corpus)
+    source = _source(cfg["corpus"])
+    if source is None:  # not a text corpus (refused by the config check before this)
         return
+    need = source.memory()
+    if need is not None:
+        require_memory(
+            need.bytes, f"corpus.{need.key}", need.subject, need.purpose, need.value, plural=True
+        )
     sizes = config_sizes(cfg)
-    if corpus["name"] == "synthetic":
-        _synthetic_memory(corpus)
     check_lists_memory(
         cfg,
         n_principals=sizes.principals or 1,

@@ -1,10 +1,11 @@
 """The experiment configuration's schema: every group option's dataclass, in Hydra's ConfigStore.
 
 Each config group mirrors the code it configures, and each option's dataclass lives next to
-that code: ``corpus`` → `arecall.data.sources.config` (and `VectorsCorpusSchema` here, for
-``corpus=vectors``), ``retriever`` → `arecall.retrievers.config`, ``profiles`` →
-`arecall.data.authorization.config`, ``index`` → the schemas below (defaults from
-`arecall.vector.config.IndexConfig`), ``evaluation`` and ``tracking`` → below. `GROUPS` lists
+that code: ``corpus`` → `arecall.data.sources.schema` (and
+`arecall.vector.config.VectorsCorpusConfig` for ``corpus=vectors``), ``retriever`` →
+`arecall.retrievers.schema`, ``profiles`` → `arecall.data.authorization.schema`, ``index`` →
+`arecall.vector.config` (`IndexConfig` is the one class the config check and the vector code
+share), ``evaluation`` and ``tracking`` → below. `GROUPS` lists
 them; `register` stores each as ``<group>/base_<option>`` in Hydra's ConfigStore, which
 ``conf/<group>/<option>.yaml`` extends (``defaults: [base_<option>]``), so the YAML files
 repeat no value. `check_config` is the one check of a whole configuration, for ``arecall run``
@@ -28,17 +29,15 @@ from arecall.core.schema import (
     setting,
     validate,
 )
-from arecall.data.authorization.config import PROFILES
-from arecall.data.sources import SCHEMAS as SOURCE_SCHEMAS
+from arecall.data.authorization import MODELS
+from arecall.data.sources import SOURCES
 from arecall.pipeline.budget import check_config_memory
-from arecall.retrievers import SCHEMAS as RETRIEVER_SCHEMAS
+from arecall.retrievers import RETRIEVERS
 from arecall.vector.config import (
-    PLACEMENTS,
-    SELECTIVITIES,
-    STORE_PLACEMENTS,
+    ExactIndexConfig,
     IndexConfig,
+    NoIndexConfig,
     VectorsCorpusConfig,
-    unanswered_placement,
 )
 
 __all__ = [
@@ -48,108 +47,13 @@ __all__ = [
     "VECTORS_REFUSAL",
     "EngineConfig",
     "EvaluationConfig",
-    "ExactIndexSchema",
-    "HnswIndexSchema",
-    "NoIndexSchema",
     "TrackingConfig",
     "VectorSearchSection",
-    "VectorsCorpusSchema",
     "check_config",
     "check_depth",
     "composable",
     "register",
 ]
-
-_FRACTION = interval(0.0, 1.0, low_open=True)
-
-
-# -- corpus=vectors and the index group (defaults: arecall.vector.config) -------------------------
-
-
-@dataclass
-class VectorsCorpusSchema:
-    """``corpus=vectors``: verity-retrieval 0.1.1's generator (see `VectorsCorpusConfig`).
-
-    Examples
-    --------
-    >>> validate(VectorsCorpusSchema, {"n_docs": 5, "k": 10}, "corpus")
-    Traceback (most recent call last):
-    ...
-    arecall.core.schema.ConfigProblem: corpus.k: must be at most corpus.n_docs (5), got 10
-    """
-
-    name: str = "vectors"
-    n_docs: int = setting(VectorsCorpusConfig.n_docs, POSITIVE)
-    dims: int = setting(VectorsCorpusConfig.dims, POSITIVE)
-    n_queries: int = setting(VectorsCorpusConfig.n_queries, POSITIVE)
-    seed: int = setting(VectorsCorpusConfig.seed, Rule("a non-negative integer", lambda v: v >= 0))
-    k: int = setting(VectorsCorpusConfig.k, POSITIVE)
-    selectivities: list[float] = setting(list(SELECTIVITIES), each=_FRACTION, nonempty=True)  # noqa: RUF009 (a dataclass field)
-
-    def problems(self) -> Iterator[tuple[str, str, Any]]:
-        """``k`` results need at least ``k`` documents."""
-        if self.k > self.n_docs:
-            yield "k", f"must be at most corpus.n_docs ({self.n_docs})", self.k
-
-
-@dataclass
-class NoIndexSchema:
-    """``index=none``: no vector index; text corpora are ranked by the retriever alone."""
-
-    name: str = "none"
-
-
-@dataclass
-class ExactIndexSchema:
-    """``index=exact``: faiss IndexFlatIP, an exhaustive scan (every placement is then exact).
-
-    Attributes
-    ----------
-    placements : list of str
-        Any of post, pushdown, pre (the exact scan of the authorized subset), auto.
-    target_recall : float
-        What the auto planner calibrates for, in (0, 1].
-    store : str
-        The vector store holding the index (`arecall.vector.stores.STORES`).
-    """
-
-    name: str = "exact"
-    placements: list[str] = setting(list(PLACEMENTS), each=one_of(*PLACEMENTS), nonempty=True)  # noqa: RUF009 (a dataclass field)
-    target_recall: float = setting(IndexConfig.target_recall, _FRACTION)
-    store: str = IndexConfig.store
-
-    def problems(self) -> Iterator[tuple[str, str, Any]]:
-        """A registered store, and every placement but ``pre`` (the exact scan, any store's)
-        one it answers: checked here, not by the stage that builds the store after the others
-        ran. Read at check time, so a store registered at run time is known."""
-        if self.store not in STORE_PLACEMENTS:
-            known = ", ".join(sorted(STORE_PLACEMENTS))
-            yield "store", f"must be one of {known}", self.store
-            return
-        problem = unanswered_placement(self.store, STORE_PLACEMENTS[self.store], self.placements)
-        if problem is not None:
-            yield "placements", problem, self.placements
-
-
-@dataclass
-class HnswIndexSchema(ExactIndexSchema):
-    """``index=hnsw``: faiss IndexHNSWFlat (inner product); defaults are verity 0.1.1's bench.
-
-    Attributes
-    ----------
-    m : int
-        Links per node.
-    ef_construction : int
-        Candidate-list size while linking.
-    ef_search : int
-        Candidate-list size while searching; at least the k searched for (the largest K of
-        ``evaluation.ks``, or ``vector_search.corpus.k``).
-    """
-
-    name: str = "hnsw"
-    m: int = setting(IndexConfig.m, POSITIVE)
-    ef_construction: int = setting(IndexConfig.ef_construction, POSITIVE)
-    ef_search: int = setting(IndexConfig.ef_search, POSITIVE)
 
 
 # -- evaluation and tracking ----------------------------------------------------------------------
@@ -301,10 +205,10 @@ class VectorSearchSection:
 
 #: group -> option -> schema. A group with one schema and no ``name`` maps its option to it.
 GROUPS: dict[str, dict[str, type]] = {
-    "corpus": {**SOURCE_SCHEMAS, "vectors": VectorsCorpusSchema},
-    "retriever": dict(RETRIEVER_SCHEMAS),
-    "profiles": dict(PROFILES),
-    "index": {"none": NoIndexSchema, "exact": ExactIndexSchema, "hnsw": HnswIndexSchema},
+    "corpus": {**SOURCES.schemas(), "vectors": VectorsCorpusConfig},
+    "retriever": RETRIEVERS.schemas(),
+    "profiles": MODELS.schemas(),
+    "index": {"none": NoIndexConfig, "exact": ExactIndexConfig, "hnsw": IndexConfig},
     "evaluation": {"default": EvaluationConfig},
     "tracking": {"mlflow": TrackingConfig},
 }
@@ -379,13 +283,13 @@ def composable(schema: type) -> type:
 
     Examples
     --------
-    >>> from arecall.data.authorization.config import DomainsProfiles
+    >>> from arecall.data.authorization.schema import DomainsProfiles
     >>> from omegaconf import OmegaConf
     >>> cfg = OmegaConf.structured(composable(DomainsProfiles))
     >>> OmegaConf.update(cfg, "grants", {"analyst": ["analytics"]}, merge=True)
     >>> OmegaConf.to_container(cfg)
     {'name': 'domains', 'grants': {'analyst': ['analytics']}}
-    >>> composable(NoIndexSchema) is NoIndexSchema
+    >>> composable(NoIndexConfig) is NoIndexConfig
     True
     """
     import dataclasses
@@ -546,19 +450,16 @@ def _check_index_retriever(cfg: Mapping[str, Any]) -> None:
     """A vector index over a text corpus needs a retriever with dense embeddings.
 
     The vectors stage indexes the retriever's ``embed_documents()``; refusing here, not there,
-    keeps the earlier stages from running for nothing.
+    keeps the earlier stages from running for nothing. Whether a retriever has them is what its
+    registry entry answers (`arecall.retrievers.RETRIEVERS`): no retriever is built to ask.
     """
     index = cfg["index"]["name"]
     if index == "none":
         return
-    from arecall.retrievers import RETRIEVERS, make_retriever
-
     chosen = cfg["retriever"]["name"]
-    if hasattr(make_retriever(cfg["retriever"]), "embed_documents"):
+    if "embeddings" in RETRIEVERS[chosen].answers:
         return
-    dense = [
-        n for n in sorted(RETRIEVERS) if hasattr(make_retriever({"name": n}), "embed_documents")
-    ]
+    dense = RETRIEVERS.answering("embeddings")
     raise ConfigProblem(
         "index.name",
         f"index={index} needs a retriever with dense embeddings "

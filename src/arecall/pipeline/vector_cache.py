@@ -4,7 +4,9 @@ The experiment's outputs depend only on the ``vector_search`` section, the code 
 libraries, yet every ``arecall run`` would spend seconds (faiss, a graph build, a plot) to write
 the same bytes again. So its outputs are kept in a cache shared by runs, content-addressed by
 the section, a digest of the ``arecall`` package's sources and the versions of the libraries
-that compute or draw them (`cache_key`): an unchanged experiment is copied, not recomputed, and
+that compute or draw them — those of every experiment, and the chosen store's, as its entry in
+`arecall.vector.stores.STORES` lists them (`cache_key`): an unchanged experiment is copied, not
+recomputed, and
 the reports are byte-identical either way. The wall-clock ``qps`` column (MLflow and the
 console only, never a report) is then the one measured when the entry was made; the table says
 so (``attrs["cache"]``) and the MLflow run carries the tag ``arecall.vectors_cache``.
@@ -31,13 +33,16 @@ import pandas as pd
 
 from arecall.io.digest import files_digest, json_digest
 from arecall.pipeline.layout import Layout
+from arecall.vector.config import IndexConfig
+from arecall.vector.stores import STORES
 
 __all__ = ["CACHE_ENV", "FILES", "cache_dir", "cache_key", "copier", "discard", "lookup", "publish"]
 
 #: Where the cache lives (``off`` or ``0``: no cache).
 CACHE_ENV = "ARECALL_CACHE_DIR"
-#: The libraries whose versions can change the experiment's numbers or the plot's bytes.
-_LIBRARIES = ("faiss-cpu", "numpy", "pandas", "matplotlib", "lancedb", "pyarrow")
+#: The libraries whose versions can change any experiment's numbers or the plot's bytes (faiss:
+#: the exact scan every placement is scored against); the store's own are its registry entry's.
+_LIBRARIES = ("faiss-cpu", "numpy", "pandas", "matplotlib", "pyarrow")
 #: The report files of the experiment, by `Layout` attribute (all published on a hit).
 FILES = ("vector_table", "vector_csv", "vector_curve", "vector_plot")
 _TABLE = "table.parquet"  # the full table, with its qps column
@@ -71,14 +76,17 @@ def _sources_digest() -> str:
     return files_digest((path.relative_to(root).as_posix(), path) for path in paths)
 
 
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
+def _versions(section: Mapping[str, Any]) -> dict[str, str]:
+    """The versions of every library the experiment ``section`` runs on ("" if not installed)."""
+    import importlib.metadata
 
+    index = section.get("index")
+    store = index.get("store", IndexConfig.store) if isinstance(index, Mapping) else None
     out = {}
-    for name in _LIBRARIES:
+    for name in dict.fromkeys((*_LIBRARIES, *STORES.libraries(str(store)))):
         try:
-            out[name] = version(name)
-        except PackageNotFoundError:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
             out[name] = ""
     return out
 
@@ -95,7 +103,7 @@ def cache_key(section: Mapping[str, Any]) -> str:
     False
     """
     return json_digest(
-        {"vector_search": section, "code": _sources_digest(), "libraries": _versions()}
+        {"vector_search": section, "code": _sources_digest(), "libraries": _versions(section)}
     )
 
 

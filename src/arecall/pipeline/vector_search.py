@@ -28,29 +28,19 @@ from arecall.vector.config import IndexConfig
 __all__ = ["curve_frame", "run_text_index", "run_vector_corpus"]
 
 
-def _index_options(icfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``index`` section, checked against its schema, as the experiment's keyword arguments.
-
-    Options without HNSW parameters (``exact``) take `IndexConfig`'s, which they ignore.
-    """
+def _index_config(icfg: Mapping[str, Any]) -> IndexConfig:
+    """The ``index`` section, checked against its schema, as the typed `IndexConfig` both
+    experiments use (options without HNSW parameters, ``exact``, take its defaults and ignore
+    them): built once, not config → dict → config."""
     from arecall.core.schema import select
     from arecall.pipeline.schema import GROUPS
 
     section = select(GROUPS["index"], icfg, "index", "vector index")
     if section["name"] == "none":
         raise ArecallError("index.name: must be exact or hnsw here, got 'none'")
-    config = IndexConfig(
+    return IndexConfig(
         **{f.name: section[f.name] for f in fields(IndexConfig) if f.name in section}
     )
-    return {
-        "index": config.name,
-        "m": config.m,
-        "ef_construction": config.ef_construction,
-        "ef_search": config.ef_search,
-        "placements": tuple(config.placements),
-        "target_recall": config.target_recall,
-        "store": config.store,
-    }
 
 
 def run_vector_corpus(cfg: Mapping[str, Any]) -> pd.DataFrame:
@@ -64,10 +54,10 @@ def run_vector_corpus(cfg: Mapping[str, Any]) -> pd.DataFrame:
     ['auto', 'post', 'pre', 'pushdown']
     """
     from arecall.core.schema import validate
-    from arecall.pipeline.schema import VectorsCorpusSchema
     from arecall.vector import experiment
+    from arecall.vector.config import VectorsCorpusConfig
 
-    c = validate(VectorsCorpusSchema, cfg["corpus"], "corpus")
+    c = validate(VectorsCorpusConfig, cfg["corpus"], "corpus")
     if (cfg.get("index") or {}).get("name", "none") == "none":
         raise ArecallError("index: corpus=vectors needs a vector index (index=hnsw or index=exact)")
     return experiment(
@@ -78,8 +68,21 @@ def run_vector_corpus(cfg: Mapping[str, Any]) -> pd.DataFrame:
         selectivities=c["selectivities"],
         k=c["k"],
         threads=1,
-        **_index_options(cfg["index"]),
+        **_experiment_options(_index_config(cfg["index"])),
     )
+
+
+def _experiment_options(config: IndexConfig) -> dict[str, Any]:
+    """`arecall.vector.experiment`'s index keywords, from the typed config."""
+    return {
+        "index": config.name,
+        "m": config.m,
+        "ef_construction": config.ef_construction,
+        "ef_search": config.ef_search,
+        "placements": tuple(config.placements),
+        "target_recall": config.target_recall,
+        "store": config.store,
+    }
 
 
 def run_text_index(
@@ -94,34 +97,22 @@ def run_text_index(
     from arecall.vector import DEFAULT_GRAPH_COST, Below, build_index, measure_store
     from arecall.vector.stores import store_from_config
 
-    if not hasattr(retriever, "embed_documents"):
-        raise ArecallError(
-            f"index={cfg['index']['name']}: needs a dense retriever with embeddings "
-            f"(retriever=dense_lsa), not retriever={cfg['retriever']['name']}"
-        )
-    options = _index_options(cfg["index"])
+    # the config check refused an index over a retriever without embeddings (one rule, checked
+    # once: arecall.pipeline.schema, from what the registry says each retriever answers)
+    config = _index_config(cfg["index"])
     vectors = retriever.embed_documents()
     queries = retriever.embed_queries(query_texts)
     # each principal's ACL as a document attribute the store filters on: acl_i < 0.5 iff granted
     attributes = {f"acl_{i}": np.where(allowed, 0.0, 1.0) for i, allowed in enumerate(acl)}
-    config = IndexConfig(
-        name=options["index"],
-        m=options["m"],
-        ef_construction=options["ef_construction"],
-        ef_search=options["ef_search"],
-        placements=list(options["placements"]),
-        target_recall=options["target_recall"],
-        store=options["store"],
-    )
     oracle_index = build_index(vectors, kind="exact")
     rows = []
     with store_from_config(config) as store:
         store.build(vectors, attributes)
-        if "auto" in options["placements"]:
+        if "auto" in config.placements:
             # calibrated on synthetic queries drawn like the documents, never on the scored ones
             # (documents themselves as queries would flatter the graph)
             store.calibrate(
-                k, None, target_recall=options["target_recall"], graph_cost=DEFAULT_GRAPH_COST
+                k, None, target_recall=config.target_recall, graph_cost=DEFAULT_GRAPH_COST
             )
         unfiltered = oracle_index.exact(queries, k)
         for i, (name, allowed) in enumerate(zip(principals, acl, strict=True)):
@@ -134,7 +125,7 @@ def run_text_index(
                 Below(f"acl_{i}", 0.5),
                 attributes,
                 k=k,
-                placements=options["placements"],
+                placements=tuple(config.placements),
                 unfiltered=unfiltered,
             ):
                 rows.append({"principal": str(name), "selectivity": float(allowed.mean()), **row})

@@ -2,24 +2,32 @@
 
 The Hydra group ``retriever`` selects one by ``retriever.name``. A retriever only scores;
 ordering, tie-breaking and depth live in `arecall.core.ranking`, shared by all of them.
+
+`RETRIEVERS` is the registry (`arecall.core.registry`): each retriever's ``from_config``
+(imported on first use), its schema, what it answers — ``scores``, and ``embeddings`` for a
+dense one (``embed_documents``/``embed_queries``), which a vector ``index`` needs — and its
+libraries. Adding a retriever is one module with a class (``from_config``, ``fit``, ``score``),
+its schema in `arecall.retrievers.schema` and one line below.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import scipy.sparse as sp
-
+from arecall.core.registry import Registered, Registry
 from arecall.core.schema import select
-from arecall.retrievers.config import (
+from arecall.retrievers.schema import (
     BM25Config,
     DenseLSAConfig,
     SklearnTfidfConfig,
     TfidfConfig,
 )
 
-__all__ = ["RETRIEVERS", "SCHEMAS", "Retriever", "make_retriever"]
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+
+__all__ = ["RETRIEVERS", "Retriever", "make_retriever"]
 
 
 class Retriever(Protocol):
@@ -30,43 +38,37 @@ class Retriever(Protocol):
     def score(self, queries: Sequence[str]) -> sp.csr_matrix: ...
 
 
-def _tfidf(cfg: Mapping[str, Any]) -> Retriever:
-    from arecall.retrievers.tfidf import SeedTfidf
-
-    return SeedTfidf()
-
-
-def _sklearn_tfidf(cfg: Mapping[str, Any]) -> Retriever:
-    from arecall.retrievers.sklearn_tfidf import SklearnTfidf
-
-    return SklearnTfidf()
-
-
-def _bm25(cfg: Mapping[str, Any]) -> Retriever:
-    from arecall.retrievers.bm25 import BM25
-
-    return BM25.from_config(cfg)
-
-
-def _dense_lsa(cfg: Mapping[str, Any]) -> Retriever:
-    from arecall.retrievers.dense_lsa import DenseLSA
-
-    return DenseLSA.from_config(cfg)
-
-
-RETRIEVERS = {
-    "tfidf": _tfidf,
-    "sklearn_tfidf": _sklearn_tfidf,
-    "bm25": _bm25,
-    "dense_lsa": _dense_lsa,
-}
-#: Each retriever's config schema (the ``retriever`` group's options).
-SCHEMAS: dict[str, type] = {
-    "tfidf": TfidfConfig,
-    "sklearn_tfidf": SklearnTfidfConfig,
-    "bm25": BM25Config,
-    "dense_lsa": DenseLSAConfig,
-}
+#: Retriever name -> its factory, schema, what it answers and its libraries; one line each.
+RETRIEVERS = Registry(
+    "retriever",
+    Registered(
+        "tfidf",
+        "arecall.retrievers.tfidf:SeedTfidf.from_config",
+        TfidfConfig,
+        answers=("scores",),
+    ),
+    Registered(
+        "sklearn_tfidf",
+        "arecall.retrievers.sklearn_tfidf:SklearnTfidf.from_config",
+        SklearnTfidfConfig,
+        answers=("scores",),
+        libraries=("scikit-learn",),
+    ),
+    Registered(
+        "bm25",
+        "arecall.retrievers.bm25:BM25.from_config",
+        BM25Config,
+        answers=("scores",),
+        libraries=("bm25s",),
+    ),
+    Registered(
+        "dense_lsa",
+        "arecall.retrievers.dense_lsa:DenseLSA.from_config",
+        DenseLSAConfig,
+        answers=("scores", "embeddings"),
+        libraries=("scikit-learn",),
+    ),
+)
 
 
 def make_retriever(cfg: Mapping[str, Any]) -> Retriever:
@@ -78,7 +80,10 @@ def make_retriever(cfg: Mapping[str, Any]) -> Retriever:
     'SeedTfidf'
     """
     name = cfg.get("name") if isinstance(cfg, Mapping) else None
-    if name in RETRIEVERS and name not in SCHEMAS:  # registered without a schema: no settings
-        return RETRIEVERS[name](dict(cfg))
-    section = select(SCHEMAS, cfg, "retriever", "retriever")
-    return RETRIEVERS[section["name"]](section)
+    entry = RETRIEVERS.get(name) if isinstance(name, str) else None
+    if entry is not None and entry.schema is None:  # registered without a schema: no settings
+        retriever: Retriever = entry.load()(dict(cfg))
+        return retriever
+    section = select(RETRIEVERS.schemas(), cfg, "retriever", "retriever")
+    made: Retriever = RETRIEVERS[section["name"]].load()(section)
+    return made

@@ -30,8 +30,8 @@ import scipy.sparse as sp
 
 from arecall.core.errors import ArecallError
 from arecall.core.schema import validate
-from arecall.retrievers.config import BM25_METHODS as METHODS
-from arecall.retrievers.config import BM25Config
+from arecall.retrievers.schema import BM25_METHODS as METHODS
+from arecall.retrievers.schema import BM25Config
 from arecall.retrievers.tfidf import encode, tokenize
 
 # bm25s sets its own logger to DEBUG at import; under Hydra's logging that put "[DEBUG]" lines

@@ -34,7 +34,7 @@ from sklearn.preprocessing import normalize
 from arecall.core.errors import ArecallError
 from arecall.core.ragged import offsets
 from arecall.core.schema import validate
-from arecall.retrievers.config import DenseLSAConfig
+from arecall.retrievers.schema import DenseLSAConfig
 from arecall.retrievers.tfidf import encode, tokenize
 
 __all__ = ["BLOCK_CELLS", "DenseLSA"]

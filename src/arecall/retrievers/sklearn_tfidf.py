@@ -10,6 +10,7 @@ cross-check the built-in one.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -29,6 +30,11 @@ class SklearnTfidf:
     >>> (r.score(["apple"]).toarray() > 0).tolist()
     [[True, True, False]]
     """
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> SklearnTfidf:
+        """Build from the ``retriever`` section (`SklearnTfidfConfig`: nothing of its own)."""
+        return cls()
 
     def __init__(self) -> None:
         self._vectorizer = TfidfVectorizer(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -159,6 +160,11 @@ class SeedTfidf:
     >>> np.round(r.score(["apple pie"]).toarray(), 4).tolist()
     [[0.4781, 0.4781, 0.0]]
     """
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> SeedTfidf:
+        """Build from the ``retriever`` section (`TfidfConfig`: nothing of its own to set)."""
+        return cls()
 
     def fit(self, documents: Sequence[str]) -> SeedTfidf:
         rows, codes, self._vocabulary = encode(documents)

@@ -39,7 +39,7 @@ _LAZY = {
     "DEFAULT_GRAPH_COST": "arecall.vector.placement",
     "Hits": "arecall.vector.index",
     "IndexConfig": "arecall.vector.config",
-    "PLACEMENTS": "arecall.vector.placement",
+    "SEARCH_PLACEMENTS": "arecall.vector.config",
     "PartitionedIndex": "arecall.vector.partitions",
     "PlacementScore": "arecall.vector.oracle",
     "Plan": "arecall.vector.placement",
@@ -81,7 +81,7 @@ if TYPE_CHECKING:
         AdversarialCorpus,
         adversarial_corpus,
     )
-    from arecall.vector.config import IndexConfig, VectorsCorpusConfig
+    from arecall.vector.config import SEARCH_PLACEMENTS, IndexConfig, VectorsCorpusConfig
     from arecall.vector.generator import BenchData, generate, generate_lowrank, l2_normalise
     from arecall.vector.index import Hits, VectorIndex, build_index, set_threads
     from arecall.vector.measurement import (
@@ -99,7 +99,6 @@ if TYPE_CHECKING:
     from arecall.vector.partitions import PartitionedIndex
     from arecall.vector.placement import (
         DEFAULT_GRAPH_COST,
-        PLACEMENTS,
         AutoPlanner,
         Cells,
         Plan,
@@ -118,7 +117,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ADVERSARIAL_CORPORA",
     "DEFAULT_GRAPH_COST",
-    "PLACEMENTS",
+    "SEARCH_PLACEMENTS",
     "STORES",
     "TABLE_COLUMNS",
     "TIMING_COLUMNS",

@@ -6,37 +6,37 @@ classes (``ef_construction: int = IndexConfig.ef_construction``) rather than rep
 Field names match the YAML keys exactly, so the classes can be registered as Hydra structured
 configs (``ConfigStore``) for the ``index`` group and ``corpus=vectors``.
 
-List defaults are tuples at module level (``PLACEMENTS``, ``SELECTIVITIES``) because a dataclass
-list field needs a ``default_factory`` and so has no class attribute to point a signature at.
+List defaults are tuples at module level (``SEARCH_PLACEMENTS``, ``SELECTIVITIES``) because a
+dataclass list field needs a ``default_factory`` and so has no class attribute to point a
+signature at. ``SEARCH_PLACEMENTS`` are where a filter sits relative to an ANN search; the
+placements of a filter relative to a ranked list's truncation (post, pre, as-is) are another
+vocabulary, `arecall.core.placement.PLACEMENTS`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from arecall.core.schema import POSITIVE, Rule, interval, one_of, setting
 
 __all__ = [
-    "PLACEMENTS",
+    "SEARCH_PLACEMENTS",
     "SELECTIVITIES",
-    "STORE_PLACEMENTS",
+    "ExactIndexConfig",
     "IndexConfig",
+    "NoIndexConfig",
     "VectorsCorpusConfig",
     "unanswered_placement",
 ]
 
-#: Every placement the experiment measures, in table order.
-PLACEMENTS: tuple[str, ...] = ("post", "pushdown", "pre", "auto")
+#: Every search placement the experiment measures, in table order.
+SEARCH_PLACEMENTS: tuple[str, ...] = ("post", "pushdown", "pre", "auto")
 #: verity 0.1.1's selectivities (fractions of the corpus a principal may use).
 SELECTIVITIES: tuple[float, ...] = (0.01, 0.03, 0.10, 0.30, 1.0)
-#: Each vector store (``arecall.vector.stores.STORES``) and the placements it answers itself;
-#: ``pre``, the exact scan, is answered for every store. Declared here, beside the config, so
-#: a config is checked when it is composed without importing the stores (faiss and scipy: a
-#: quarter of a second in every stage's process); the store classes read their own entry.
-STORE_PLACEMENTS: dict[str, tuple[str, ...]] = {
-    "chroma": ("post", "pushdown"),
-    "faiss": ("post", "pushdown", "auto"),
-    "lancedb": ("post", "pushdown"),
-}
+
+_FRACTION = interval(0.0, 1.0, low_open=True)
 
 
 def unanswered_placement(
@@ -50,7 +50,7 @@ def unanswered_placement(
     --------
     >>> unanswered_placement("chroma", ("post", "pushdown"), ["post", "pre", "auto"])
     "store chroma does not answer 'auto' (it answers post, pushdown and pre)"
-    >>> unanswered_placement("faiss", STORE_PLACEMENTS["faiss"], PLACEMENTS) is None
+    >>> unanswered_placement("faiss", ("post", "pushdown", "auto"), SEARCH_PLACEMENTS) is None
     True
     """
     for placement in placements:
@@ -63,8 +63,55 @@ def unanswered_placement(
 
 
 @dataclass
-class IndexConfig:
-    """The ``index`` group: which vector index, its HNSW parameters, what to measure.
+class NoIndexConfig:
+    """``index=none``: no vector index; text corpora are ranked by the retriever alone."""
+
+    name: str = "none"
+
+
+@dataclass
+class ExactIndexConfig:
+    """``index=exact``: faiss IndexFlatIP, an exhaustive scan (every placement is then exact).
+
+    Attributes
+    ----------
+    placements : list of str
+        Any of ``post``, ``pushdown``, ``pre`` (the exact scan of the authorized subset),
+        ``auto``.
+    target_recall : float
+        The recall the ``auto`` planner calibrates for, in (0, 1].
+    store : str
+        The vector store that holds the index, a name in ``arecall.vector.stores.STORES``
+        (``faiss`` is the reference; not in the YAML files, which rely on this default); every
+        placement but ``pre`` must be one it answers (its ``answers`` there).
+    """
+
+    name: str = "exact"
+    placements: list[str] = setting(  # noqa: RUF009 (a dataclass field)
+        list(SEARCH_PLACEMENTS), each=one_of(*SEARCH_PLACEMENTS), nonempty=True
+    )
+    target_recall: float = setting(0.95, _FRACTION)
+    store: str = "faiss"
+
+    def problems(self) -> Iterator[tuple[str, str, Any]]:
+        """A registered store, and every placement but ``pre`` (the exact scan, any store's)
+        one it answers: checked with the config, not by the stage that builds the store after
+        the others ran. Read at check time, so a store registered at run time is known."""
+        from arecall.vector.stores import STORES
+
+        if self.store not in STORES:
+            yield "store", f"must be one of {STORES.known()}", self.store
+            return
+        problem = unanswered_placement(self.store, STORES[self.store].answers, self.placements)
+        if problem is not None:
+            yield "placements", problem, self.placements
+
+
+@dataclass
+class IndexConfig(ExactIndexConfig):
+    """The ``index`` group as the vector code takes it, and ``index=hnsw``'s schema: faiss
+    IndexHNSWFlat (inner product); defaults are verity 0.1.1's bench. An ``exact`` index
+    ignores the HNSW settings.
 
     Attributes
     ----------
@@ -76,15 +123,8 @@ class IndexConfig:
     ef_construction : int
         HNSW candidate-list size while linking (faiss's default, 40).
     ef_search : int
-        HNSW candidate-list size while searching (verity: 64); must be at least ``k``.
-    placements : list of str
-        Any of ``post``, ``pushdown``, ``pre``, ``auto``.
-    target_recall : float
-        The recall the ``auto`` planner calibrates for, in (0, 1].
-    store : str
-        The vector store that holds the index, a name in ``arecall.vector.stores.STORES``
-        (``faiss`` is the reference; not in the YAML files, which rely on this default); every
-        placement but ``pre`` must be one it answers (``STORE_PLACEMENTS``).
+        HNSW candidate-list size while searching (verity: 64); at least the k searched for
+        (the largest K of ``evaluation.ks``, or ``vector_search.corpus.k``).
 
     Examples
     --------
@@ -93,12 +133,9 @@ class IndexConfig:
     """
 
     name: str = "hnsw"
-    m: int = 16
-    ef_construction: int = 40
-    ef_search: int = 64
-    placements: list[str] = field(default_factory=lambda: list(PLACEMENTS))
-    target_recall: float = 0.95
-    store: str = "faiss"
+    m: int = setting(16, POSITIVE)
+    ef_construction: int = setting(40, POSITIVE)
+    ef_search: int = setting(64, POSITIVE)
 
 
 @dataclass
@@ -123,9 +160,16 @@ class VectorsCorpusConfig:
     """
 
     name: str = "vectors"
-    n_docs: int = 2000
-    dims: int = 128
-    n_queries: int = 50
-    seed: int = 42
-    k: int = 10
-    selectivities: list[float] = field(default_factory=lambda: list(SELECTIVITIES))
+    n_docs: int = setting(2000, POSITIVE)
+    dims: int = setting(128, POSITIVE)
+    n_queries: int = setting(50, POSITIVE)
+    seed: int = setting(42, Rule("a non-negative integer", lambda v: v >= 0))
+    k: int = setting(10, POSITIVE)
+    selectivities: list[float] = setting(  # noqa: RUF009 (a dataclass field)
+        list(SELECTIVITIES), each=_FRACTION, nonempty=True
+    )
+
+    def problems(self) -> Iterator[tuple[str, str, Any]]:
+        """``k`` results need at least ``k`` documents."""
+        if self.k > self.n_docs:
+            yield "k", f"must be at most corpus.n_docs ({self.n_docs})", self.k

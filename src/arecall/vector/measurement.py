@@ -29,7 +29,7 @@ from arecall.io.atomic import atomic_path
 from arecall.vector._checks import check_k, check_mask, check_positive_int, check_selectivities
 from arecall.vector._timing import clock
 from arecall.vector.config import (
-    PLACEMENTS,
+    SEARCH_PLACEMENTS,
     SELECTIVITIES,
     IndexConfig,
     VectorsCorpusConfig,
@@ -129,7 +129,7 @@ def measure_placements(
     allowed: Any,
     *,
     k: int = VectorsCorpusConfig.k,
-    placements: Sequence[str] = PLACEMENTS,
+    placements: Sequence[str] = SEARCH_PLACEMENTS,
     planner: AutoPlanner | None = None,
     ef_search: int | None = None,
     unfiltered: Hits | None = None,
@@ -195,7 +195,7 @@ def measure_store(
     attributes: Mapping[str, npt.NDArray[Any]],
     *,
     k: int = VectorsCorpusConfig.k,
-    placements: Sequence[str] = PLACEMENTS,
+    placements: Sequence[str] = SEARCH_PLACEMENTS,
     unfiltered: Hits | None = None,
 ) -> list[dict[str, Any]]:
     """Score each placement a built ``store`` answers for one filter, against the oracle.
@@ -257,7 +257,7 @@ def experiment(
     m: int = IndexConfig.m,
     ef_construction: int = IndexConfig.ef_construction,
     ef_search: int = IndexConfig.ef_search,
-    placements: Sequence[str] = PLACEMENTS,
+    placements: Sequence[str] = SEARCH_PLACEMENTS,
     target_recall: float = IndexConfig.target_recall,
     store: str = IndexConfig.store,
     graph_cost: float = DEFAULT_GRAPH_COST,

@@ -129,13 +129,12 @@ from scipy import special
 from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_mask, check_positive_int
 from arecall.vector._timing import clock, interleaved
-from arecall.vector.config import PLACEMENTS, IndexConfig
+from arecall.vector.config import SEARCH_PLACEMENTS, IndexConfig
 from arecall.vector.index import Hits, VectorIndex, _top_k
 
 __all__ = [
     "DEFAULT_CALIBRATION_QUERIES",
     "DEFAULT_GRAPH_COST",
-    "PLACEMENTS",
     "AutoPlanner",
     "Cells",
     "Plan",
@@ -2535,7 +2534,9 @@ def answer(
         hits, plan = auto(index, queries, k, allowed, planner)
         return hits, str(plan)
     if placement not in ("post", "pushdown"):
-        raise ArecallError(f"placement={placement!r}: must be one of {', '.join(PLACEMENTS)}")
+        raise ArecallError(
+            f"placement={placement!r}: must be one of {', '.join(SEARCH_PLACEMENTS)}"
+        )
     search = post if placement == "post" else pushdown
     ef = index.ef_search if ef_search is None else ef_search
     label = "scan" if index.kind == "exact" else f"ef={ef}"
@@ -2570,8 +2571,8 @@ def check_placements(placements: Sequence[str]) -> tuple[str, ...]:
     """Return ``placements`` as a tuple, or raise naming the first unknown one."""
     out = tuple(placements)
     for p in out:
-        if p not in PLACEMENTS:
-            raise ArecallError(f"placements: {p!r} is not one of {', '.join(PLACEMENTS)}")
+        if p not in SEARCH_PLACEMENTS:
+            raise ArecallError(f"placements: {p!r} is not one of {', '.join(SEARCH_PLACEMENTS)}")
     if not out:
-        raise ArecallError("placements=[]: name at least one of " + ", ".join(PLACEMENTS))
+        raise ArecallError("placements=[]: name at least one of " + ", ".join(SEARCH_PLACEMENTS))
     return out

@@ -25,24 +25,37 @@ compared: only the predicate A_p changes.
   ``principal<TAB>group`` lines that expands group grants to members (see
   `arecall.io.acl.read_acl`).
 
-Each model is one module of this package with a function ``authorize(collection, cfg)``, and one
-line in `MODELS`; its schema (defaults, types, ranges) is one line in
-`arecall.data.authorization.config.PROFILES`. `apply_profiles` checks the section against it,
-so a model reads ``cfg["key"]`` and never repeats a default. The building blocks the models share
-(ACL tables from integer codes, domains, grants) are in `arecall.data.authorization.helpers`.
+Each model is one module of this package with a function ``authorize(collection, cfg)`` and
+one line in the registry `MODELS` (`arecall.core.registry`): its function, imported on first use,
+and its schema (defaults, types, ranges) from `arecall.data.authorization.schema`.
+`apply_profiles` checks the section against it, so a model reads ``cfg["key"]`` and never
+repeats a default. The building blocks the models share (ACL tables from integer codes,
+domains, grants) are in `arecall.data.authorization.helpers`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+import importlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from arecall.core.errors import ArecallError
-from arecall.data.authorization import acl_file, clearance, corpus, domains, open, random
-from arecall.data.authorization.config import LEVELS, PROFILES, profiles_section
-from arecall.data.authorization.helpers import acl_frame, acl_from_masks, principal_domains
-from arecall.data.collection import Collection
-from arecall.io.acl import read_acl
+from arecall.core.registry import Registered, Registry
+from arecall.core.schema import select
+from arecall.data.authorization.schema import (
+    LEVELS,
+    AclFileProfiles,
+    ClearanceProfiles,
+    CorpusProfiles,
+    DomainsProfiles,
+    OpenProfiles,
+    RandomProfiles,
+)
+
+if TYPE_CHECKING:
+    from arecall.data.authorization.helpers import acl_frame, acl_from_masks, principal_domains
+    from arecall.data.collection import Collection
+    from arecall.io.acl import read_acl
 
 __all__ = [
     "LEVELS",
@@ -51,18 +64,52 @@ __all__ = [
     "acl_from_masks",
     "apply_profiles",
     "principal_domains",
+    "profiles_section",
     "read_acl",
 ]
 
-#: Authorization model name -> ``authorize(collection, cfg)``; one line per model.
-MODELS: dict[str, Callable[[Collection, Mapping[str, Any]], Collection]] = {
-    "corpus": corpus.authorize,
-    "open": open.authorize,
-    "domains": domains.authorize,
-    "clearance": clearance.authorize,
-    "random": random.authorize,
-    "acl_file": acl_file.authorize,
+#: Authorization model name -> its ``authorize(collection, cfg)`` and schema; one line each.
+MODELS = Registry(
+    "authorization model",
+    Registered("corpus", "arecall.data.authorization.corpus:authorize", CorpusProfiles),
+    Registered("open", "arecall.data.authorization.open:authorize", OpenProfiles),
+    Registered("domains", "arecall.data.authorization.domains:authorize", DomainsProfiles),
+    Registered("clearance", "arecall.data.authorization.clearance:authorize", ClearanceProfiles),
+    Registered("random", "arecall.data.authorization.random:authorize", RandomProfiles),
+    Registered("acl_file", "arecall.data.authorization.acl_file:authorize", AclFileProfiles),
+)
+
+# The building blocks, imported on first use: the registry is read by every config check, and
+# the helpers load scipy.
+_LAZY = {
+    "acl_frame": "arecall.data.authorization.helpers",
+    "acl_from_masks": "arecall.data.authorization.helpers",
+    "principal_domains": "arecall.data.authorization.helpers",
+    "read_acl": "arecall.io.acl",
 }
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def profiles_section(cfg: Any) -> dict[str, Any]:
+    """The ``profiles`` section checked against its model's schema, defaults filled in.
+
+    Examples
+    --------
+    >>> profiles_section({"name": "random", "seed": 3})
+    {'name': 'random', 'n_principals': 4, 'selectivity': 0.1, 'seed': 3}
+    >>> profiles_section({"name": "random", "selectivity": 0})
+    Traceback (most recent call last):
+    ...
+    arecall.core.schema.ConfigProblem: profiles.selectivity: must be a number in (0, 1], got 0
+    """
+    return select(MODELS.schemas(), cfg, "profiles", "authorization model")
 
 
 def apply_profiles(collection: Collection, cfg: Mapping[str, Any]) -> Collection:
@@ -76,10 +123,12 @@ def apply_profiles(collection: Collection, cfg: Mapping[str, Any]) -> Collection
     (['everyone'], 40)
     """
     name = cfg.get("name")
-    if name not in MODELS:
-        known = ", ".join(sorted(MODELS))
-        raise ArecallError(f"profiles.name: unknown authorization model {name!r} (known: {known})")
+    if not isinstance(name, str) or name not in MODELS:
+        raise ArecallError(
+            f"profiles.name: unknown authorization model {name!r} (known: {MODELS.known()})"
+        )
     # a model with a schema reads typed values with the defaults filled in; one without (a model
-    # registered without a schema line) gets the section as given
-    section = profiles_section(cfg) if name in PROFILES else dict(cfg)
-    return MODELS[str(name)](collection, section)
+    # registered without a schema) gets the section as given
+    section = profiles_section(cfg) if MODELS[name].schema is not None else dict(cfg)
+    made: Collection = MODELS[name].load()(collection, section)
+    return made

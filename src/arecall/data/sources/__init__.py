@@ -1,57 +1,36 @@
 """Corpus sources: each turns one kind of input into an `arecall.data.collection.Collection`.
 
 The Hydra group ``corpus`` selects one by ``corpus.name``; `load_corpus` dispatches on it.
+`SOURCES` is the registry (`arecall.core.registry`): each source's function (the ``corpus``
+section → a `Collection`, imported on first use) and its schema, which also says what the
+settings fix of the collection's size before it is built
+(`arecall.data.sources.schema.SourceSchema`).
+Adding a source is one module with that function, its schema in `arecall.data.sources.schema`
+and one line below.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
+from arecall.core.registry import Registered, Registry
 from arecall.core.schema import select
-from arecall.data.collection import Collection
-from arecall.data.sources.config import BeirConfig, DiscoveryConfig, SeedJsonConfig, SyntheticConfig
+from arecall.data.sources.schema import BeirConfig, DiscoveryConfig, SeedJsonConfig, SyntheticConfig
 
-__all__ = ["SCHEMAS", "SOURCES", "load_corpus"]
+if TYPE_CHECKING:
+    from arecall.data.collection import Collection
 
+__all__ = ["SOURCES", "load_corpus"]
 
-def _discovery(cfg: Mapping[str, Any]) -> Collection:
-    from arecall.data.sources.discovery import discovery_collection
-
-    return discovery_collection()
-
-
-def _seed_json(cfg: Mapping[str, Any]) -> Collection:
-    from arecall.data.sources.seed_json import read_seed_json
-
-    return read_seed_json(cfg["path"])
-
-
-def _synthetic(cfg: Mapping[str, Any]) -> Collection:
-    from arecall.data.sources.synthetic import synthetic_collection
-
-    return synthetic_collection(cfg)
-
-
-def _beir(cfg: Mapping[str, Any]) -> Collection:
-    from arecall.data.sources.beir import beir_collection
-
-    return beir_collection(cfg)
-
-
-SOURCES: dict[str, Callable[[Mapping[str, Any]], Collection]] = {
-    "discovery": _discovery,
-    "seed_json": _seed_json,
-    "synthetic": _synthetic,
-    "beir": _beir,
-}
-#: Each source's config schema (the ``corpus`` group's text options).
-SCHEMAS: dict[str, type] = {
-    "discovery": DiscoveryConfig,
-    "seed_json": SeedJsonConfig,
-    "synthetic": SyntheticConfig,
-    "beir": BeirConfig,
-}
+#: Source name -> its function (``corpus`` section -> Collection) and schema; one line each.
+SOURCES = Registry(
+    "corpus",
+    Registered("discovery", "arecall.data.sources.discovery:discovery_collection", DiscoveryConfig),
+    Registered("seed_json", "arecall.data.sources.seed_json:seed_json_collection", SeedJsonConfig),
+    Registered("synthetic", "arecall.data.sources.synthetic:synthetic_collection", SyntheticConfig),
+    Registered("beir", "arecall.data.sources.beir:beir_collection", BeirConfig),
+)
 
 
 def load_corpus(cfg: Mapping[str, Any]) -> Collection:
@@ -63,5 +42,6 @@ def load_corpus(cfg: Mapping[str, Any]) -> Collection:
     >>> len(c.documents), len(c.queries), len(c.principals)
     (40, 24, 4)
     """
-    section = select(SCHEMAS, cfg, "corpus", "corpus")
-    return SOURCES[section["name"]](section)
+    section = select(SOURCES.schemas(), cfg, "corpus", "corpus")
+    collection: Collection = SOURCES[section["name"]].load()(section)
+    return collection

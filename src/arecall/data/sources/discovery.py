@@ -9,10 +9,11 @@ reader as ``corpus=seed_json``, so there is one path from records to a collectio
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from arecall.data.collection import Collection
-from arecall.data.sources.seed_json import collection_from_seed
+if TYPE_CHECKING:  # the records alone (the corpus's sizes, for a config check) load no scipy
+    from arecall.data.collection import Collection
 
 __all__ = ["discovery_collection", "discovery_records"]
 
@@ -191,8 +192,8 @@ def discovery_records() -> tuple[list[dict[str, Any]], list[dict[str, Any]], dic
     return datasets, queries, profiles
 
 
-def discovery_collection() -> Collection:
-    """The discovery corpus as a `Collection`.
+def discovery_collection(cfg: Mapping[str, Any] | None = None) -> Collection:
+    """The discovery corpus as a `Collection` (``cfg``, the ``corpus`` section, sets nothing).
 
     Examples
     --------
@@ -200,5 +201,7 @@ def discovery_collection() -> Collection:
     >>> len(c.documents), len(c.queries), len(c.principals), len(c.qrels)
     (40, 24, 4, 120)
     """
+    from arecall.data.sources.seed_json import collection_from_seed
+
     datasets, queries, profiles = discovery_records()
     return collection_from_seed(datasets, queries, profiles, files=("discovery",) * 3)

@@ -18,7 +18,7 @@ from arecall.core.errors import ArecallError
 from arecall.data.collection import Collection
 from arecall.io.seed_json import read_seed_files
 
-__all__ = ["collection_from_seed", "document_text", "read_seed_json"]
+__all__ = ["collection_from_seed", "document_text", "read_seed_json", "seed_json_collection"]
 
 
 def document_text(dataset: Mapping[str, Any]) -> str:
@@ -145,6 +145,11 @@ def collection_from_seed(
         acl=pd.DataFrame(acl, columns=["principal", "doc_id"]),
         origin=corpus_file,
     )
+
+
+def seed_json_collection(cfg: Mapping[str, Any]) -> Collection:
+    """The collection the ``corpus`` section of ``corpus=seed_json`` describes (its ``path``)."""
+    return read_seed_json(cfg["path"])
 
 
 def read_seed_json(directory: str | Path) -> Collection:

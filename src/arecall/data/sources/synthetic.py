@@ -13,7 +13,7 @@ the corpus, so Recall@K does not fall to 0 by construction at a million document
 The generative model (every draw from one ``numpy.random.Generator`` seeded by ``corpus.seed``):
 
 * **Vocabulary.** ``vocab_size`` words ``w0…`` (default: Heaps' law on the expected number of
-  tokens, `arecall.data.sources.config.heaps_vocabulary`). Word ``wR`` is the R-th most frequent
+  tokens, `arecall.data.sources.schema.heaps_vocabulary`). Word ``wR`` is the R-th most frequent
   word of the **background**, a Zipf distribution (exponent ``zipf``) over the whole vocabulary
   that every topic shares — function words at the head, a long tail.
 * **Topics.** ``n_topics = ⌈n_docs / docs_per_topic⌉`` rounded up to a multiple of
@@ -60,7 +60,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -70,9 +70,11 @@ from tqdm import tqdm
 
 from arecall.core.ragged import expand, offsets
 from arecall.core.schema import validate
-from arecall.data.authorization import LEVELS, acl_from_masks
-from arecall.data.collection import Collection
-from arecall.data.sources.config import SyntheticConfig, heaps_vocabulary
+from arecall.data.authorization.schema import LEVELS
+from arecall.data.sources.schema import SyntheticConfig, heaps_vocabulary
+
+if TYPE_CHECKING:  # scipy loads when a collection is built, not when a config is sized
+    from arecall.data.collection import Collection
 
 __all__ = ["BATCH", "LEVELS", "SyntheticSpec", "synthetic_collection"]
 
@@ -142,6 +144,31 @@ class SyntheticSpec:
             return -(-self.n_docs // self.n_domains)
         per_topic = -(-self.n_docs // self.n_topics)
         return -(-per_topic // self.subtopics) if self.relevance == "subtopic" else per_topic
+
+    def allocated(self) -> tuple[int, int, int]:
+        """Bytes generation certainly allocates (a lower bound): documents, judgments, grants.
+
+        Per document three int64 columns, its id's digits (int64 each) and its text
+        (``doc_length`` words ``w…`` and a space); per judgment (queries × documents of the
+        query's topic; of its domain with ``relevance=domain``) two int64 rows and a float64
+        grade; per grant an int64 code.
+
+        Examples
+        --------
+        >>> SyntheticSpec.from_config({"n_domains": 4, "docs_per_domain": 10}).allocated()
+        (11200, 2880, 960)
+        """
+        n = self.n_docs
+        id_width = len(str(max(n - 1, 0)))
+        word_width = len(str(max(self.vocab_size - 1, 0)))
+        per_doc = 3 * 8 + 8 * id_width + self.doc_length * (word_width + 2)
+        groups = self.n_domains if self.relevance == "domain" else self.n_topics
+        per_query = self.n_docs // max(groups, 1)
+        if self.relevance == "subtopic":
+            per_query //= self.subtopics
+        judgments = self.n_queries * per_query * 24
+        grants = self.n_principals * self.domains_per_principal * (n // self.n_domains) * 8
+        return n * per_doc, judgments, grants
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> SyntheticSpec:
@@ -429,7 +456,7 @@ def synthetic_collection(cfg: Mapping[str, Any]) -> Collection:
     Parameters
     ----------
     cfg : mapping
-        The ``corpus`` section; see `arecall.data.sources.config.SyntheticConfig`.
+        The ``corpus`` section; see `arecall.data.sources.schema.SyntheticConfig`.
 
     Returns
     -------
@@ -447,6 +474,9 @@ def synthetic_collection(cfg: Mapping[str, Any]) -> Collection:
     >>> c.documents["doc_id"].iloc[:2].tolist(), c.documents["domain"].iloc[:2].tolist()
     (['d00', 'd01'], ['dom0', 'dom1'])
     """
+    from arecall.data.authorization import acl_from_masks
+    from arecall.data.collection import Collection
+
     spec = SyntheticSpec.from_config(cfg)
     rng = np.random.default_rng(spec.seed)
     vocab = _Vocabularies.draw(rng, spec)

@@ -20,7 +20,6 @@ from arecall.io.atomic import write_json
 from arecall.pipeline.budget import check_lists_memory
 from arecall.pipeline.config import ks_of
 from arecall.pipeline.layout import Layout
-from arecall.pipeline.schema import check_depth
 from arecall.pipeline.stages import progress_shown, run_stage
 from arecall.retrievers import make_retriever
 
@@ -100,8 +99,10 @@ def _score_chunks(retriever: Any, texts: list[str], chunk: int) -> Iterator[sp.s
 
 
 def rank(cfg: Mapping[str, Any], layout: Layout) -> Ranking:
-    """Fit the retriever on the documents and rank every query, as deep as exactness needs."""
-    check_depth(cfg)
+    """Fit the retriever on the documents and rank every query, as deep as exactness needs.
+
+    ``cfg`` is the checked configuration: a ``retriever.depth`` below the largest K was refused
+    there (`arecall.pipeline.schema.check_depth`), once, before any stage ran."""
     collection = Collection.load(layout.corpus)
     check_lists_memory(
         cfg, n_principals=len(collection.principals), n_queries=len(collection.queries)

@@ -1,21 +1,35 @@
 """Vector stores (one file per store), reached by name from ``experiment`` and ``audit``.
 
-``STORES`` is the registry: adding a store is one module with a `VectorStore` subclass, one
-line below and one in ``arecall.vector.config.STORE_PLACEMENTS``. ``make_store(name,
-**params)`` builds one with explicit parameters (``audit``); ``store_from_config(index)``
-builds the one an ``index`` config names (``experiment``).
+`STORES` is the registry (`arecall.core.registry`): each store's adapter class, imported on
+first use, the placements it answers itself (``pre``, the exact scan, is every store's) and the
+libraries it runs on. The config check reads what a store answers from here without importing
+it (faiss and scipy would cost every stage's process a quarter of a second), and the vector
+cache keys its entries on the chosen store's libraries. Adding a store is one module with a
+`VectorStore` subclass and one line below. ``make_store(name, **params)`` builds one with
+explicit parameters (``audit``); ``store_from_config(index)`` builds the one an ``index`` config
+names (``experiment``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from arecall.core.errors import ArecallError
-from arecall.vector.config import IndexConfig
-from arecall.vector.stores.base import Below, InSet, Predicate, VectorStore, check_attributes
-from arecall.vector.stores.chroma import ChromaStore
-from arecall.vector.stores.faiss import FaissStore
-from arecall.vector.stores.lancedb import LanceDBStore
+from arecall.core.registry import Registered, Registry
+
+if TYPE_CHECKING:
+    from arecall.vector.config import IndexConfig
+    from arecall.vector.stores.base import (
+        Below,
+        InSet,
+        Predicate,
+        VectorStore,
+        check_attributes,
+    )
+    from arecall.vector.stores.chroma import ChromaStore
+    from arecall.vector.stores.faiss import FaissStore
+    from arecall.vector.stores.lancedb import LanceDBStore
 
 __all__ = [
     "STORES",
@@ -32,12 +46,49 @@ __all__ = [
     "store_from_config",
 ]
 
-#: Store name -> adapter class; one line per store.
-STORES: dict[str, type[VectorStore]] = {
-    "chroma": ChromaStore,
-    "faiss": FaissStore,
-    "lancedb": LanceDBStore,
+#: Store name -> its adapter, the placements it answers and its libraries; one line per store.
+STORES = Registry(
+    "vector store",
+    Registered(
+        "chroma",
+        "arecall.vector.stores.chroma:ChromaStore",
+        answers=("post", "pushdown"),
+        libraries=("chromadb",),
+    ),
+    Registered(
+        "faiss",
+        "arecall.vector.stores.faiss:FaissStore",
+        answers=("post", "pushdown", "auto"),
+        libraries=("faiss-cpu",),
+    ),
+    Registered(
+        "lancedb",
+        "arecall.vector.stores.lancedb:LanceDBStore",
+        answers=("post", "pushdown"),
+        libraries=("lancedb",),
+    ),
+)
+
+# The interface and the adapters by name, imported on first use (the registry is read by every
+# config check; the adapters load faiss, LanceDB or Chroma).
+_LAZY = {
+    "Below": "arecall.vector.stores.base",
+    "ChromaStore": "arecall.vector.stores.chroma",
+    "FaissStore": "arecall.vector.stores.faiss",
+    "InSet": "arecall.vector.stores.base",
+    "LanceDBStore": "arecall.vector.stores.lancedb",
+    "Predicate": "arecall.vector.stores.base",
+    "VectorStore": "arecall.vector.stores.base",
+    "check_attributes": "arecall.vector.stores.base",
 }
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def store_class(name: str, *, key: str = "store") -> type[VectorStore]:
@@ -53,8 +104,9 @@ def store_class(name: str, *, key: str = "store") -> type[VectorStore]:
     arecall.core.errors.ArecallError: index.store='milvus': must be one of chroma, faiss, lancedb
     """
     if name not in STORES:
-        raise ArecallError(f"{key}={name!r}: must be one of {', '.join(sorted(STORES))}")
-    return STORES[name]
+        raise ArecallError(f"{key}={name!r}: must be one of {STORES.known()}")
+    cls: type[VectorStore] = STORES[name].load()
+    return cls
 
 
 def make_store(name: str, **params: Any) -> VectorStore:
@@ -73,6 +125,7 @@ def store_from_config(index: IndexConfig) -> VectorStore:
 
     Examples
     --------
+    >>> from arecall.vector.config import IndexConfig
     >>> store_from_config(IndexConfig(name="exact")).name
     'faiss'
     """

@@ -15,9 +15,10 @@ placement it answers. By default a store answers ``post`` with ``search(prefilte
 lists it in ``placements`` and overrides ``place`` and ``calibrate``. ``from_config`` maps the
 ``index`` config (``m``, ``ef_construction``, ``ef_search``) onto the store's parameters.
 
-Two predicates (``Predicate``), each evaluated three ways — ``mask`` (numpy: the oracle and
-faiss), ``sql`` (LanceDB, pgvector) and ``chroma`` (a Chroma ``where`` document) — so store and
-oracle filter identically:
+Two predicates (``Predicate``). Each is evaluated by ``mask`` (numpy: the oracle and faiss) and
+written in a store's own filter language by that store's module (SQL for LanceDB, a ``where``
+document for Chroma), from the predicate's fields, so store and oracle filter identically and a
+new store's dialect lives in its own file:
 
 - ``Below(column, threshold)``, "attribute < threshold": how the verity corpus expresses
   selectivity (a document matches s iff its draw is < s);
@@ -56,8 +57,6 @@ class Below:
     --------
     >>> Below("draw", 0.5).mask({"draw": np.array([0.2, 0.7])}).tolist()
     [True, False]
-    >>> Below("draw", 0.03).sql()
-    'draw < 0.03'
     """
 
     column: str
@@ -93,26 +92,6 @@ class Below:
             return int(min(max(math.ceil(self.threshold), info.min), info.max))
         return float(self.threshold)
 
-    def sql(self, dtype: npt.DTypeLike | None = None) -> str:
-        """The predicate as SQL (``repr`` of a float round-trips exactly).
-
-        Examples
-        --------
-        >>> Below("group", 2.5).sql(np.int32)
-        'group < 3'
-        """
-        return f"{self.column} < {self.bound(dtype)!r}"
-
-    def chroma(self, dtype: npt.DTypeLike | None = None) -> dict[str, Any]:
-        """The predicate as a Chroma ``where`` document.
-
-        Examples
-        --------
-        >>> Below("draw", 0.03).chroma()
-        {'draw': {'$lt': 0.03}}
-        """
-        return {self.column: {"$lt": self.bound(dtype)}}
-
 
 def _integers(values: Iterable[Any]) -> tuple[int, ...]:
     """``values`` as a sorted tuple of distinct ints, refusing anything that is not an integer."""
@@ -129,17 +108,15 @@ class InSet:
     """The predicate ``column ∈ values`` on an integer (or 0/1 boolean) attribute: group membership.
 
     ``values`` is kept sorted and deduplicated, so equal sets give equal predicates and the
-    same SQL. An empty set admits nothing.
+    same filter in every store's language. An empty set admits nothing.
 
     Examples
     --------
     >>> groups = {"group": np.array([3, 1, 4, 1, 5])}
     >>> InSet("group", [4, 1]).mask(groups).tolist()
     [False, True, True, True, False]
-    >>> InSet("group", [4, 1, 1]).sql()
-    'group IN (1, 4)'
-    >>> InSet("group", [4, 1]).chroma()
-    {'group': {'$in': [1, 4]}}
+    >>> InSet("group", [4, 1, 1]).values
+    (1, 4)
     """
 
     column: str
@@ -162,20 +139,6 @@ class InSet:
                 f"got dtype {column.dtype}"
             )
         return np.isin(column, np.asarray(self.values, dtype=np.int64))
-
-    def sql(self, dtype: npt.DTypeLike | None = None) -> str:
-        """The predicate as SQL (``false`` for the empty set, which SQL cannot write as IN).
-
-        ``dtype`` (the column's) is accepted for symmetry with `Below.sql`; the values are
-        integers whatever it is.
-        """
-        if not self.values:
-            return "false"
-        return f"{self.column} IN ({', '.join(str(v) for v in self.values)})"
-
-    def chroma(self, dtype: npt.DTypeLike | None = None) -> dict[str, Any]:
-        """The predicate as a Chroma ``where`` document (``$in``; ``dtype`` as for ``sql``)."""
-        return {self.column: {"$in": list(self.values)}}
 
 
 #: A filter every store answers: ``Below`` (a threshold) or ``InSet`` (group membership).
@@ -211,10 +174,10 @@ class VectorStore(ABC):
     metric is the inner product (the audited vectors are unit-norm, so also the cosine).
     Use as a context manager, or call ``close`` to release temporary storage.
 
-    Adding a store is one file with a subclass plus one line in
-    ``arecall.vector.stores.STORES`` and one in ``arecall.vector.config.STORE_PLACEMENTS`` (what
-    it answers, so a config naming it is checked without importing it); both ``audit`` and
-    ``experiment`` then reach it by name.
+    Adding a store is one file with a subclass (writing `Below` and `InSet` in the store's own
+    filter language there) plus one line in `arecall.vector.stores.STORES` (its class, the
+    placements it answers, its libraries); both ``audit`` and ``experiment`` then reach it by
+    name, and a config naming it is checked without importing it.
     """
 
     name: ClassVar[str] = "store"

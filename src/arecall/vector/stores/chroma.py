@@ -28,14 +28,28 @@ import numpy.typing as npt
 
 from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_matrix, check_positive_int
-from arecall.vector.config import STORE_PLACEMENTS, IndexConfig
+from arecall.vector.config import IndexConfig
 from arecall.vector.index import Hits
-from arecall.vector.stores.base import InSet, Predicate, VectorStore, check_attributes
+from arecall.vector.stores import STORES
+from arecall.vector.stores.base import Below, InSet, Predicate, VectorStore, check_attributes
 
-__all__ = ["ChromaStore"]
+__all__ = ["ChromaStore", "where_document"]
 
 #: Documents per ``add`` call (below Chroma's maximum batch size).
 _ADD_BATCH = 5000
+
+
+def where_document(where: Predicate, dtype: npt.DTypeLike | None = None) -> dict[str, Any]:
+    """A predicate as a Chroma ``where`` document, for a column of ``dtype`` (`Below.bound`).
+
+    Examples
+    --------
+    >>> where_document(Below("draw", 0.03)), where_document(InSet("group", [4, 1]))
+    ({'draw': {'$lt': 0.03}}, {'group': {'$in': [1, 4]}})
+    """
+    if isinstance(where, Below):
+        return {where.column: {"$lt": where.bound(dtype)}}
+    return {where.column: {"$in": list(where.values)}}
 
 
 def _metadata_value(value: Any) -> int | float | str:
@@ -74,7 +88,7 @@ class ChromaStore(VectorStore):
     """
 
     name = "chroma"
-    placements = STORE_PLACEMENTS["chroma"]
+    placements = STORES["chroma"].answers
 
     def __init__(
         self,
@@ -190,7 +204,7 @@ class ChromaStore(VectorStore):
                     scores=np.full((q.shape[0], k), -np.inf, dtype=np.float32),
                 )
             column = self._attributes[where.column]  # present: mask() checked it
-            return self._query(q, k, where.chroma(column.dtype))
+            return self._query(q, k, where_document(where, column.dtype))
         hits = self._query(q, k, None)
         return hits.select(mask[np.maximum(hits.ids, 0)])
 

@@ -17,9 +17,10 @@ import numpy as np
 import numpy.typing as npt
 
 from arecall.core.errors import ArecallError
-from arecall.vector.config import STORE_PLACEMENTS, IndexConfig
+from arecall.vector.config import IndexConfig
 from arecall.vector.index import INDEX_KINDS, Hits, VectorIndex, build_index
 from arecall.vector.placement import AutoPlanner, answer, calibrate_auto
+from arecall.vector.stores import STORES
 from arecall.vector.stores.base import Predicate, VectorStore, check_attributes
 
 __all__ = ["FaissStore"]
@@ -49,7 +50,7 @@ class FaissStore(VectorStore):
     """
 
     name = "faiss"
-    placements = STORE_PLACEMENTS["faiss"]
+    placements = STORES["faiss"].answers
 
     def __init__(
         self,

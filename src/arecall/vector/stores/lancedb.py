@@ -29,13 +29,35 @@ import numpy.typing as npt
 
 from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_matrix, check_positive_int
-from arecall.vector.config import STORE_PLACEMENTS, IndexConfig
+from arecall.vector.config import IndexConfig
 from arecall.vector.index import Hits
-from arecall.vector.stores.base import Predicate, VectorStore, check_attributes
+from arecall.vector.stores import STORES
+from arecall.vector.stores.base import Below, Predicate, VectorStore, check_attributes
 
-__all__ = ["LANCEDB_INDEX_TYPES", "LanceDBStore"]
+__all__ = ["LANCEDB_INDEX_TYPES", "LanceDBStore", "where_sql"]
 
 LANCEDB_INDEX_TYPES: tuple[str, ...] = ("IVF_HNSW_FLAT", "IVF_HNSW_SQ", "IVF_PQ")
+
+
+def where_sql(where: Predicate, dtype: npt.DTypeLike | None = None) -> str:
+    """A predicate as LanceDB's SQL filter, for a column of ``dtype`` (`Below.bound`).
+
+    ``repr`` of a float round-trips exactly; the empty set, which SQL cannot write as ``IN``,
+    is ``false``.
+
+    Examples
+    --------
+    >>> from arecall.vector.stores.base import InSet
+    >>> where_sql(Below("draw", 0.03)), where_sql(Below("group", 2.5), np.int32)
+    ('draw < 0.03', 'group < 3')
+    >>> where_sql(InSet("group", [4, 1, 1])), where_sql(InSet("group", []))
+    ('group IN (1, 4)', 'false')
+    """
+    if isinstance(where, Below):
+        return f"{where.column} < {where.bound(dtype)!r}"
+    if not where.values:
+        return "false"
+    return f"{where.column} IN ({', '.join(str(v) for v in where.values)})"
 
 
 class LanceDBStore(VectorStore):
@@ -62,7 +84,7 @@ class LanceDBStore(VectorStore):
     """
 
     name = "lancedb"
-    placements = STORE_PLACEMENTS["lancedb"]
+    placements = STORES["lancedb"].answers
 
     def __init__(
         self,
@@ -147,7 +169,7 @@ class LanceDBStore(VectorStore):
     def search(
         self, queries: npt.NDArray[np.float32], k: int, where: Predicate, *, prefilter: bool
     ) -> Hits:
-        """One batched LanceDB query: ``search(...).where(where.sql(), prefilter=...)``."""
+        """One batched LanceDB query: ``search(...).where(where_sql(where), prefilter=...)``."""
         if self._table is None:
             raise ArecallError("lancedb: search() before build()")
         q = check_matrix("queries", queries, dims=self._dims)
@@ -155,7 +177,7 @@ class LanceDBStore(VectorStore):
         builder = (
             self._table.search(q.tolist(), vector_column_name="vector")
             .distance_type("dot")
-            .where(where.sql(self._dtypes.get(where.column)), prefilter=prefilter)
+            .where(where_sql(where, self._dtypes.get(where.column)), prefilter=prefilter)
             .limit(k)
         )
         if self.index_type != "IVF_PQ":

@@ -3,13 +3,17 @@
 ``conf/corpus/<name>.yaml`` composes the matching schema (``defaults: [base_<name>]``); the
 sources read the typed section (``cfg["seed"]``), so no default is repeated in code. Ranges are
 checked by `arecall.core.schema.validate` before any stage runs. ``corpus=vectors`` is not a
-text corpus: its schema is `arecall.pipeline.schema.VectorsCorpusSchema`.
+text corpus: its schema is `arecall.vector.config.VectorsCorpusConfig`.
+
+Each schema also says what its settings fix of the collection before it is built
+(`SourceSchema.sizes`) and the memory building it takes (`SourceSchema.memory`): the memory
+budget (`arecall.pipeline.budget`) asks the source, whichever it is, instead of knowing each.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from arecall.core.schema import POSITIVE, Rule, interval, one_of, setting
@@ -18,7 +22,10 @@ __all__ = [
     "RELEVANCE",
     "BeirConfig",
     "DiscoveryConfig",
+    "Need",
     "SeedJsonConfig",
+    "Sizes",
+    "SourceSchema",
     "SyntheticConfig",
     "heaps_vocabulary",
     "min_vocabulary",
@@ -44,15 +51,74 @@ def heaps_vocabulary(n_tokens: float, minimum: int = 1000) -> int:
     return max(minimum, round(HEAPS_K * float(n_tokens) ** HEAPS_BETA))
 
 
+@dataclass(frozen=True)
+class Sizes:
+    """What a configuration fixes of its collection's size; None where only the data can tell."""
+
+    docs: int | None
+    queries: int | None
+    principals: int | None
+
+
+@dataclass(frozen=True)
+class Need:
+    """Memory building a collection allocates, as the budget refuses it when it does not fit.
+
+    ``key`` is the setting (under the section) that sizes it, ``value`` that setting's value;
+    the message reads ``<key>: <subject> need about <size> <purpose>; <size> available``.
+    """
+
+    bytes: int
+    key: str
+    subject: str
+    purpose: str
+    value: Any
+
+
 @dataclass
-class DiscoveryConfig:
+class SourceSchema:
+    """What every corpus source's schema has: its name, and what it fixes before it is built.
+
+    Examples
+    --------
+    >>> SourceSchema("files").sizes(), SourceSchema("files").memory()
+    (Sizes(docs=None, queries=None, principals=None), None)
+    """
+
+    name: str = ""
+
+    def sizes(self) -> Sizes:
+        """Documents, queries and principals the settings fix (default: none, the data's)."""
+        return Sizes(None, None, None)
+
+    def memory(self) -> Need | None:
+        """The memory building the collection takes, when the settings fix it (default: no
+        estimate; a corpus read from files is as large as its files)."""
+        return None
+
+
+@dataclass
+class DiscoveryConfig(SourceSchema):
     """``corpus=discovery``: the seed's 40-dataset corpus, regenerated record for record."""
 
     name: str = "discovery"
 
+    def sizes(self) -> Sizes:
+        """The seed corpus's own sizes, counted from its records.
+
+        Examples
+        --------
+        >>> DiscoveryConfig().sizes()
+        Sizes(docs=40, queries=24, principals=4)
+        """
+        from arecall.data.sources.discovery import discovery_records
+
+        datasets, queries, profiles = discovery_records()
+        return Sizes(len(datasets), len(queries), len(profiles))
+
 
 @dataclass
-class SeedJsonConfig:
+class SeedJsonConfig(SourceSchema):
     """``corpus=seed_json``: a directory in the seed's JSON layout.
 
     Attributes
@@ -71,7 +137,7 @@ class SeedJsonConfig:
 
 
 @dataclass
-class BeirConfig:
+class BeirConfig(SourceSchema):
     """``corpus=beir``: a BEIR directory (corpus.jsonl, queries.jsonl, qrels/<split>.tsv).
 
     Relative ``qrels``/``acl``/``groups`` paths are looked up under ``path`` first.
@@ -104,7 +170,7 @@ class BeirConfig:
 
 
 @dataclass
-class SyntheticConfig:
+class SyntheticConfig(SourceSchema):
     """``corpus=synthetic``: the knobs of the seeded generator (`arecall.data.sources.synthetic`).
 
     Attributes
@@ -217,6 +283,44 @@ class SyntheticConfig:
                 "or null for Heaps' law)",
                 self.vocab_size,
             )
+
+    def sizes(self) -> Sizes:
+        """The generator's sizes (`arecall.data.sources.synthetic.SyntheticSpec`).
+
+        Examples
+        --------
+        >>> SyntheticConfig(n_docs=100, n_principals=7).sizes()
+        Sizes(docs=100, queries=24, principals=7)
+        """
+        from arecall.data.sources.synthetic import SyntheticSpec
+
+        spec = SyntheticSpec.from_config(asdict(self))
+        return Sizes(spec.n_docs, spec.n_queries, spec.n_principals)
+
+    def memory(self) -> Need:
+        """What generating it allocates (`arecall.data.sources.synthetic.SyntheticSpec.allocated`),
+        named by the setting that sizes the larger part: the documents or the judgments.
+
+        Examples
+        --------
+        >>> need = SyntheticConfig(n_docs=10**12).memory()
+        >>> need.key, need.subject, f"{need.bytes:.2e}"
+        ('n_docs', '1000000000000 documents', '5.72e+14')
+        """
+        from arecall.data.sources.synthetic import SyntheticSpec
+
+        spec = SyntheticSpec.from_config(asdict(self))
+        documents, judgments, grants = spec.allocated()
+        key = "docs_per_domain" if self.n_docs is None else "n_docs"
+        if judgments > documents:
+            key = "queries_per_domain"
+        return Need(
+            documents + judgments + grants,
+            key,
+            f"{spec.n_docs} documents",
+            f"to generate (texts, ids, {spec.n_queries} queries' judgments, grants)",
+            self.n_docs or self.docs_per_domain,
+        )
 
 
 def min_vocabulary(topic_words: int) -> int:

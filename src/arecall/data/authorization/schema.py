@@ -1,10 +1,11 @@
 """The ``profiles`` group's schemas: one dataclass per authorization model, defaults here.
 
-``conf/profiles/<name>.yaml`` composes the matching schema (``defaults: [base_<name>]``);
-`PROFILES` maps each model's name to it, and `profiles_section` validates a section so the
-models (`arecall.data.authorization`) read typed values (``cfg["selectivity"]``) with no
-default repeated in code. What only the corpus can tell (a principal or domain it declares) is
-checked by the model itself.
+``conf/profiles/<name>.yaml`` composes the matching schema (``defaults: [base_<name>]``); the
+registry (`arecall.data.authorization.MODELS`) names each model's schema, and the models read
+typed values (``cfg["selectivity"]``) with no default repeated in code. What only the corpus
+can tell (a principal or domain it declares) is checked by the model itself. Each schema also
+says how many principals its settings fix (`ProfilesSchema.principal_count`), for the memory
+budget (`arecall.pipeline.budget`), which asks the model instead of knowing each.
 """
 
 from __future__ import annotations
@@ -13,18 +14,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from arecall.core.schema import NON_NEGATIVE, POSITIVE, interval, select, setting
+from arecall.core.schema import NON_NEGATIVE, POSITIVE, interval, setting
 
 __all__ = [
     "LEVELS",
-    "PROFILES",
     "AclFileProfiles",
     "ClearanceProfiles",
     "CorpusProfiles",
     "DomainsProfiles",
     "OpenProfiles",
+    "ProfilesSchema",
     "RandomProfiles",
-    "profiles_section",
 ]
 
 #: The default sensitivity levels, lowest first.
@@ -32,7 +32,25 @@ LEVELS = ("internal", "confidential", "restricted")
 
 
 @dataclass
-class CorpusProfiles:
+class ProfilesSchema:
+    """What every authorization model's schema has: its name, and the principals it fixes.
+
+    Examples
+    --------
+    >>> ProfilesSchema("mine").principal_count(declared=4)
+    4
+    """
+
+    name: str = ""
+
+    def principal_count(self, declared: int | None) -> int | None:
+        """Principals the model evaluates, given those the corpus declares (None: unknown
+        before the data is read). Default: the corpus's."""
+        return declared
+
+
+@dataclass
+class CorpusProfiles(ProfilesSchema):
     """``profiles=corpus``: the principals and grants the corpus declares (deny by default).
 
     Attributes
@@ -44,16 +62,24 @@ class CorpusProfiles:
     name: str = "corpus"
     principals: list[str] | None = setting(None, nonempty=True)  # noqa: RUF009 (a dataclass field)
 
+    def principal_count(self, declared: int | None) -> int | None:
+        """Those named, else the corpus's."""
+        return len(self.principals) if self.principals else declared
+
 
 @dataclass
-class OpenProfiles:
+class OpenProfiles(ProfilesSchema):
     """``profiles=open``: one principal authorized for everything (ARecall@K = Recall@K)."""
 
     name: str = "open"
 
+    def principal_count(self, declared: int | None) -> int | None:
+        """One, ``everyone``."""
+        return 1
+
 
 @dataclass
-class DomainsProfiles:
+class DomainsProfiles(ProfilesSchema):
     """``profiles=domains``: principals granted whole domains (the documents' ``domain``).
 
     Attributes
@@ -69,6 +95,10 @@ class DomainsProfiles:
         """A grants mapping, when given, names at least one principal."""
         if self.grants is not None and not self.grants:
             yield "grants", "must be null or a non-empty mapping principal -> list of domains", {}
+
+    def principal_count(self, declared: int | None) -> int | None:
+        """Those granted, else the corpus's."""
+        return len(self.grants) if self.grants else declared
 
 
 @dataclass
@@ -104,7 +134,7 @@ class ClearanceProfiles(DomainsProfiles):
 
 
 @dataclass
-class RandomProfiles:
+class RandomProfiles(ProfilesSchema):
     """``profiles=random``: each principal sees each document with probability ``selectivity``.
 
     Attributes
@@ -122,9 +152,13 @@ class RandomProfiles:
     selectivity: float = setting(0.1, interval(0.0, 1.0, low_open=True))
     seed: int = setting(0, NON_NEGATIVE)
 
+    def principal_count(self, declared: int | None) -> int | None:
+        """``n_principals``."""
+        return self.n_principals
+
 
 @dataclass
-class AclFileProfiles:
+class AclFileProfiles(ProfilesSchema):
     """``profiles=acl_file``: grants from a TSV file ``doc_id<TAB>principal-or-group``.
 
     Attributes
@@ -144,28 +178,6 @@ class AclFileProfiles:
         if not self.path:
             yield "path", "required for profiles=acl_file (a TSV file)", self.path
 
-
-#: Model name -> schema; one line per authorization model.
-PROFILES: dict[str, type] = {
-    "corpus": CorpusProfiles,
-    "open": OpenProfiles,
-    "domains": DomainsProfiles,
-    "clearance": ClearanceProfiles,
-    "random": RandomProfiles,
-    "acl_file": AclFileProfiles,
-}
-
-
-def profiles_section(cfg: Any) -> dict[str, Any]:
-    """The ``profiles`` section checked against its model's schema, defaults filled in.
-
-    Examples
-    --------
-    >>> profiles_section({"name": "random", "seed": 3})
-    {'name': 'random', 'n_principals': 4, 'selectivity': 0.1, 'seed': 3}
-    >>> profiles_section({"name": "random", "selectivity": 0})
-    Traceback (most recent call last):
-    ...
-    arecall.core.schema.ConfigProblem: profiles.selectivity: must be a number in (0, 1], got 0
-    """
-    return select(PROFILES, cfg, "profiles", "authorization model")
+    def principal_count(self, declared: int | None) -> int | None:
+        """Unknown until the file is read."""
+        return None
