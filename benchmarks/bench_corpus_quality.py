@@ -13,7 +13,7 @@ standard ones (ranx's conventions; graded nDCG). Figures:
 * the share of query–principal pairs with an authorized relevant document (R_A ≠ ∅);
 * ARecall@K post and pre over those pairs and the gap Δ@K = pre − post, at K = 10 and 100.
 
-The documented targets (`TARGETS`, held by tests/test_corpus_synthetic.py at small sizes) are
+The documented targets (`TARGETS`, held by tests/data/test_corpus_synthetic.py at small sizes) are
 those of real ad-hoc collections with TF-IDF/BM25. Prints a Markdown table; ``--json`` writes the
 figures too.
 """

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import psutil
 
-from conftest import VENV_BIN
+from tests.helpers import VENV_BIN
 
 LOOPBACK = "127.0.0.1"
 

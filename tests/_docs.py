@@ -11,7 +11,7 @@ continuation joins the next line; a ``#`` comment is not part of it). Each must 
 - one of the suites CI runs (`RUN_BY_CI`, checked against .ci/run);
 - or listed in `NOT_RUN` with the reason it cannot run here.
 
-tests/test_docs_commands.py holds every command to exactly one of these.
+tests/docs/test_docs_commands.py holds every command to exactly one of these.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from conftest import ROOT, VENV_BIN, snapshot_repo
+from tests.helpers import ROOT, VENV_BIN, snapshot_repo
 
 #: what the test suite cannot run, and why (each reason says what covers the command instead)
 NOT_RUN: dict[str, str] = {
@@ -123,7 +123,7 @@ def documented(command: str) -> str:
 def documented_calls(tests: Path = ROOT / "tests") -> dict[str, list[str]]:
     """Command → the tests that run it: the literals of ``documented(…)`` and ``sh(work, …)``."""
     found: dict[str, list[str]] = {}
-    for path in sorted(tests.glob("test_*.py")):
+    for path in sorted(tests.rglob("test_*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for func in ast.walk(tree):
             if not isinstance(func, ast.FunctionDef) or not func.name.startswith("test_"):
@@ -140,7 +140,9 @@ def documented_calls(tests: Path = ROOT / "tests") -> dict[str, list[str]]:
                 args = args.get(node.func.id, [])
                 for arg in args:
                     if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-                        found.setdefault(arg.value, []).append(f"{path.name}::{func.name}")
+                        found.setdefault(arg.value, []).append(
+                            f"{path.relative_to(tests).as_posix()}::{func.name}"
+                        )
     return found
 
 

@@ -1,6 +1,6 @@
 """Compile ranx's numba kernels once, into ranx's own on-disk cache (``make install`` runs it).
 
-ranx (the dev-only oracle of ``test_evaluation_vs_ranx.py``) compiles its metrics with numba
+ranx (the dev-only oracle of ``tests/evaluate/test_evaluation_vs_ranx.py``) compiles its metrics with numba
 on first use and caches them beside its sources: 90 s of one core on a fresh venv, which
 ``make test`` would otherwise pay on every clean clone. This runs the very calls that test
 makes — ranx's public path from dicts, and its kernels on a pre-sorted numba list — so every
@@ -13,10 +13,11 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: `tests` a package
 
 from arecall.io.trec import Run
-from test_evaluation_vs_ranx import random_case, ranx_on_dicts, ranx_on_order
+
+from tests.evaluate.test_evaluation_vs_ranx import random_case, ranx_on_dicts, ranx_on_order
 
 
 def main() -> None:

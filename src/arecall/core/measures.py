@@ -3,7 +3,7 @@
 The definitions are plain Python over one ranked list, written to be read. The batch engines
 compute the same quantities for every query(-principal) pair at once — `arecall.core.scoring`
 for the pipeline, `arecall.evaluate.evaluation` for ``arecall evaluate``, `arecall.vector.oracle`
-for the vector-index table — and tests/test_measures_registry.py holds each of them to the
+for the vector-index table — and tests/core/test_measures_registry.py holds each of them to the
 definition registered here.
 
 The registry (`PIPELINE`, `EVALUATE`, `VECTOR`) gives each measure its name, kind, R = ∅
@@ -291,7 +291,7 @@ class Measure:
         The column header of the human-readable tables (``{k}`` is replaced by K).
     reference : callable or None
         The per-list definition, ``reference(judged, k) -> float``; the batch kernels are
-        tested against it (tests/test_measures_registry.py). None for counts.
+        tested against it (tests/core/test_measures_registry.py). None for counts.
     restricted : bool
         Also reported as a mean over pairs with R_A ≠ ∅ only, under `nonempty_key`.
     seed : bool

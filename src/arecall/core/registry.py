@@ -8,8 +8,8 @@ libraries whose versions can change what it computes — and names its factory a
 ``"module:attribute"`` path that `Registered.load` imports on first use. So checking a
 configuration, which every stage process does first, loads no implementation and no heavy
 library (faiss, scipy, scikit-learn), and a stage that only checks a section does not depend on
-the code that section would run (tests/test_dvc_stage_deps.py follows each ``load()`` to the
-modules it imports).
+the code that section would run (tests/pipeline/test_dvc_stage_deps.py follows each
+``load()`` to the modules it imports).
 
 Every list about a family is read from its registry when it is needed: the config check's
 options and schemas, the placements a store answers, the retrievers with dense embeddings, the

@@ -2,9 +2,9 @@
 
 The per-list definitions and the registry of names are in `arecall.core.measures`; this module
 computes the same numbers for all pairs at once from the ranking, the placed lists, the qrels and
-the ACL, and a test holds the two to exact agreement (tests/test_measures_registry.py). Relevance
-of a (query, document) cell is looked up by binary search on sorted ``query * n_docs + doc`` keys,
-so nothing of size queries × documents is ever materialised.
+the ACL, and a test holds the two to exact agreement (tests/core/test_measures_registry.py).
+Relevance of a (query, document) cell is looked up by binary search on sorted
+``query * n_docs + doc`` keys, so nothing of size queries × documents is ever materialised.
 
 Means follow the seed (the `arecall.core.measures.PIPELINE` registry, ``vacuous`` convention):
 over all query-principal pairs, with Recall = 1 where nothing is relevant and ARecall = 1 where

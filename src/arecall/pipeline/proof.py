@@ -11,7 +11,7 @@ queries of one collection (each case on its own block of documents). So a 200-ca
 claim costs a fraction of a second, the same cases are checked on every run, and ``proof.json``
 is byte-identical between runs. A failed claim names its smallest counterexample. The deep,
 shrinking search over the same claims (Hypothesis, one case per batch call) is in the test suite
-(tests/test_proof.py); it imports nothing here but the claims.
+(tests/pipeline/test_proof.py); it imports nothing here but the claims.
 """
 
 from __future__ import annotations

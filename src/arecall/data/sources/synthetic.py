@@ -7,8 +7,8 @@ say how the effect grows with corpus size. This generator produces collections o
 work on it and a sweep can move one knob at a time. Its defaults are set so that retrieval is as
 hard as on real ad-hoc collections *at every size* (TF-IDF and BM25 MRR about 0.3–0.7,
 Recall@100 about 0.3–0.9, measured by benchmarks/bench_corpus_quality.py and held by
-tests/test_corpus_synthetic.py): relevance is a fine-grained topic whose size does not grow with
-the corpus, so Recall@K does not fall to 0 by construction at a million documents.
+tests/data/test_corpus_synthetic.py): relevance is a fine-grained topic whose size does not grow
+with the corpus, so Recall@K does not fall to 0 by construction at a million documents.
 
 The generative model (every draw from one ``numpy.random.Generator`` seeded by ``corpus.seed``):
 

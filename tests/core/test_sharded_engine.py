@@ -1,0 +1,438 @@
+"""Sharded evaluation (issue 13): score, prove and ``arecall evaluate`` with an ACL on a real
+Dask cluster give the local engine's bytes.
+
+The cluster is a scheduler and two worker processes on this machine, every socket on
+127.0.0.1 (checked), started once for the module and stopped in a finally, bounded in time.
+The engine-independent parts — blocks of any size give the same arrays and counterexamples —
+are checked without a cluster.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import arecall.pipeline.proof as proof
+from arecall.cli.evaluate import evaluate_main
+from arecall.core.engine import DaskEngine, LocalEngine, blocks_of, engine_from_config, make_engine
+from arecall.core.errors import ArecallError
+from arecall.core.placement import place_all
+from arecall.core.ranking import rank_queries
+from arecall.core.scoring import score_pairs
+from arecall.evaluate.evaluation import evaluate
+from arecall.pipeline.config import default_config
+from arecall.pipeline.run import Layout, filter_lists, generate, prove, rank, score
+
+from tests.helpers import FAST_PROOF
+
+#: Seconds the cluster may take to start, and to stop.
+START_TIMEOUT, STOP_TIMEOUT = 60, 30
+
+
+# -- the cluster -----------------------------------------------------------------------------------
+
+
+@contextmanager
+def local_cluster(n_workers: int = 2) -> Iterator[Any]:
+    """A scheduler (this process) and ``n_workers`` worker processes, all on 127.0.0.1.
+
+    Stopped on exit whatever happened, within `STOP_TIMEOUT`; a worker process still alive then
+    is killed by its pid (only the processes this cluster started).
+    """
+    import distributed
+    import psutil
+
+    cluster = distributed.LocalCluster(
+        n_workers=n_workers,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address=None,
+        worker_dashboard_address=None,
+        timeout=START_TIMEOUT,
+        silence_logs=40,
+    )
+    pids = [w.process.pid for w in cluster.workers.values() if w.process is not None]
+    try:
+        yield cluster
+    finally:
+        try:
+            cluster.close(timeout=STOP_TIMEOUT)
+        finally:
+            for pid in pids:
+                with suppress(psutil.NoSuchProcess):
+                    psutil.Process(pid).kill()
+
+
+def cluster_pids(cluster: Any) -> list[int]:
+    """The scheduler's process (this one: LocalCluster runs it in-process) and the workers'."""
+    workers = [w.process.pid for w in cluster.workers.values() if w.process is not None]
+    return [os.getpid(), *workers]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    with local_cluster(2) as c:
+        yield c
+
+
+def wait_for_workers(address: str, n: int) -> None:
+    import distributed
+
+    with distributed.Client(address, timeout=START_TIMEOUT) as client:
+        client.wait_for_workers(n, timeout=START_TIMEOUT)
+
+
+# -- engine-independent: blocks of any size give the same answer ----------------------------------
+
+
+def test_blocks_cover_every_principal_once():
+    for n in range(0, 12):
+        for size in range(1, 6):
+            spans = blocks_of(n, size)
+            covered = [p for s, e in spans for p in range(s, e)]
+            assert covered == list(range(n))
+            assert all(0 < e - s <= size for s, e in spans)
+    with pytest.raises(ArecallError, match="block size"):
+        blocks_of(3, 0)
+
+
+def test_engine_config_errors_are_one_line():
+    with pytest.raises(
+        ArecallError, match=r"evaluation\.engine\.name: expected one of local, dask"
+    ):
+        make_engine("ray")
+    with pytest.raises(ArecallError, match="needs a scheduler address"):
+        engine_from_config({"engine": {"name": "dask", "scheduler": ""}})
+    with pytest.raises(ArecallError, match=r"block_principals: expected N >= 0"):
+        make_engine("local", block=-1)
+
+
+@pytest.mark.long
+def test_an_unreachable_scheduler_is_one_line():
+    with pytest.raises(ArecallError, match="cannot reach the Dask scheduler"):
+        DaskEngine("tcp://127.0.0.1:9", timeout=1)
+
+
+def test_the_config_takes_the_engine_section():
+    address = "tcp://127.0.0.1:8786"
+    cfg = default_config(
+        [
+            "evaluation.engine.name=dask",
+            f"evaluation.engine.scheduler={address}",
+            "evaluation.engine.block_principals=3",
+        ]
+    )
+    assert cfg["evaluation"]["engine"] == {
+        "name": "dask",
+        "scheduler": address,
+        "block_principals": 3,
+    }
+    with pytest.raises(ArecallError, match=r"engine\.name: dask needs evaluation\.engine\.sch"):
+        default_config(["evaluation.engine.name=dask"])  # no scheduler: refused at composition
+    with pytest.raises(ArecallError, match=r"engine\.name"):
+        default_config(["evaluation.engine.name=spark"])
+    assert engine_from_config({"engine": {"name": "local", "scheduler": ""}}) == LocalEngine()
+    assert engine_from_config({}) == LocalEngine()  # a params.yaml from before the setting
+
+
+def _random_world(seed: int, n_p: int = 7, n_q: int = 9, n_d: int = 40):
+    rng = np.random.default_rng(seed)
+    scores = sp.random(n_q, n_d, density=0.5, random_state=rng, format="csr")
+    rel = sp.random(n_q, n_d, density=0.2, random_state=rng, format="csr")
+    acl = sp.csr_matrix(rng.random((n_p, n_d)) < rng.random((n_p, 1)))
+    return scores, rel, acl
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_score_pairs_is_the_same_for_every_block_size(seed):
+    scores, rel, acl = _random_world(seed)
+    ks = (1, 3, 5, 10)
+    ranking = rank_queries(
+        [scores], n_queries=scores.shape[0], depth=3, acl=acl, k_max=10, relevance=rel
+    )
+    lists = place_all(ranking, acl, 10)
+    whole = score_pairs(ranking, lists, rel, acl, ks)
+    for block in (1, 2, 5, 100):
+        part = score_pairs(ranking, lists, rel, acl, ks, engine=LocalEngine(block=block))
+        for name, values in whole.metrics.items():
+            assert part.metrics[name].tobytes() == values.tobytes(), (block, name)
+
+
+def _names(n_p: int, n_q: int, n_d: int) -> dict[str, np.ndarray]:
+    return {
+        "query_ids": np.array([f"q{i}" for i in range(n_q)], dtype=object),
+        "principals": np.array([f"p{i}" for i in range(n_p)], dtype=object),
+        "doc_ids": np.array([f"d{i}" for i in range(n_d)], dtype=object),
+    }
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_broken_run_names_the_same_counterexample_for_every_block_size(seed):
+    scores, rel, acl = _random_world(seed)
+    ks = (1, 3, 5, 10)
+    ranking = rank_queries([scores], n_queries=scores.shape[0], relevance=rel)
+    lists = place_all(ranking, acl, 10)
+    s = score_pairs(ranking, lists, rel, acl, ks)
+    rng = np.random.default_rng(100 + seed)
+    pre, post = lists.pre.copy(), lists.post.copy()
+    for _ in range(3):  # break a few pre lists and slip unauthorized items in
+        p, q = rng.integers(0, pre.shape[0]), rng.integers(0, pre.shape[1])
+        pre[p, q, rng.integers(0, pre.shape[2])] = rng.integers(0, acl.shape[1])
+        post[p, q, 0] = rng.integers(0, acl.shape[1])
+    broken = dataclasses.replace(lists, pre=pre, post=post)
+    names = _names(*acl.shape[:1], scores.shape[0], acl.shape[1])
+    want = proof.check_run(broken, s, acl, **names)
+    assert not all(r.passed for r in want)
+    for block in (1, 3, 64):
+        got = proof.check_run(broken, s, acl, **names, engine=LocalEngine(block=block))
+        assert got == want, block
+
+
+# -- on the cluster --------------------------------------------------------------------------------
+
+
+@pytest.mark.long
+def test_every_socket_of_the_cluster_listens_on_loopback(cluster):
+    import psutil
+
+    listening = []
+    for pid in cluster_pids(cluster):
+        for conn in psutil.Process(pid).net_connections(kind="inet"):
+            if conn.status == psutil.CONN_LISTEN:
+                listening.append((pid, conn.laddr.ip, conn.laddr.port))
+    workers = cluster_pids(cluster)[1:]
+    assert len(workers) == 2
+    assert {pid for pid, _, _ in listening} >= set(workers)  # each worker listens …
+    assert all(ip == "127.0.0.1" for _, ip, _ in listening), listening  # … on loopback only
+    assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
+
+
+@pytest.fixture(scope="module")
+def pipeline_run(tmp_path_factory):
+    """generate → rank → filter once; score and prove then run on each engine."""
+    cfg = default_config([FAST_PROOF])
+    layout = Layout.run(tmp_path_factory.mktemp("pipeline"))
+    for stage in (generate, rank, filter_lists):
+        stage(cfg, layout)
+    return cfg, layout
+
+
+def _score_and_prove(cfg: dict[str, Any], layout: Layout) -> dict[str, bytes]:
+    score(cfg, layout)
+    prove(cfg, layout)
+    files = (layout.metrics, layout.headline, layout.pairs, layout.proof)
+    return {Path(f).name: Path(f).read_bytes() for f in files}
+
+
+@pytest.mark.long
+def test_score_and_prove_on_the_cluster_write_the_local_bytes(cluster, pipeline_run):
+    import distributed
+
+    cfg, layout = pipeline_run
+    local = _score_and_prove(cfg, layout)
+    sharded = json.loads(json.dumps(cfg))
+    sharded["evaluation"]["engine"] = {
+        "name": "dask",
+        "scheduler": cluster.scheduler_address,
+        "block_principals": 1,  # one principal per task: many shards
+    }
+    with (
+        distributed.Client(cluster.scheduler_address) as client,
+        distributed.get_task_stream(client) as stream,
+    ):
+        started = time.perf_counter()
+        on_cluster = _score_and_prove(sharded, layout)
+        elapsed = time.perf_counter() - started
+    assert on_cluster == local
+    tasks = [
+        t for t in stream.data if "_score_block" in str(t["key"]) or "_check_block" in str(t["key"])
+    ]
+    n_p = json.loads(local["metrics.json"])["profiles"]
+    assert len(tasks) >= 3 * n_p  # score, and prove's scores and checks, one task per principal
+    assert len({t["worker"] for t in tasks}) == 2  # both workers took shards
+    assert elapsed < 120
+
+
+@pytest.mark.long
+def test_evaluate_with_an_acl_on_the_cluster_gives_the_local_figures(cluster, tmp_path):
+    rng = np.random.default_rng(7)
+    docs = [f"d{i:03d}" for i in range(60)]
+    run_lines, qrel_lines = [], []
+    for q in range(25):
+        ranked = rng.permutation(60)[: rng.integers(5, 40)]
+        run_lines += [f"q{q} Q0 {docs[d]} {r + 1} {100 - r} sys" for r, d in enumerate(ranked)]
+        qrel_lines += [f"q{q} 0 {docs[d]} {rng.integers(1, 3)}" for d in rng.permutation(60)[:6]]
+    acl_lines = [f"{d}\tp{p}" for d in docs for p in range(6) if rng.random() < 0.4]
+    (tmp_path / "run.trec").write_text("\n".join(run_lines) + "\n")
+    (tmp_path / "qrels.txt").write_text("\n".join(qrel_lines) + "\n")
+    (tmp_path / "acl.tsv").write_text("\n".join(acl_lines) + "\n")
+    args = [
+        "--run", str(tmp_path / "run.trec"),
+        "--qrels", str(tmp_path / "qrels.txt"),
+        "--acl", str(tmp_path / "acl.tsv"),
+        "--k", "1,5,10",
+        "--resamples", "500",
+        "--compare-run", str(tmp_path / "run.trec"),  # a second evaluation on the same engine
+    ]  # fmt: skip
+    outputs = {}
+    for name, extra in {
+        "local": [],
+        "dask": [
+            "--engine",
+            "dask",
+            "--scheduler",
+            cluster.scheduler_address,
+            "--block-principals",
+            "2",
+        ],
+    }.items():
+        for fmt in ("json", "table"):
+            out = tmp_path / f"{name}.{fmt}"
+            rows = tmp_path / f"{name}.{fmt}.csv"
+            code = evaluate_main(
+                [*args, *extra, "--format", fmt, "--out", str(out), "--rows", str(rows)]
+            )
+            assert code == 0
+            outputs[name, fmt] = (out.read_bytes(), rows.read_bytes())
+    for fmt in ("json", "table"):
+        assert outputs["dask", fmt] == outputs["local", fmt]
+    summary = json.loads(outputs["local", "json"][0])
+    assert summary["pairs"] == 6 * 25 and "significance" in summary["k"]["10"]
+    # and the library call, with an engine object
+    with DaskEngine(cluster.scheduler_address, block=4) as engine:
+        ev = evaluate(
+            tmp_path / "run.trec", tmp_path / "qrels.txt", acl=tmp_path / "acl.tsv", engine=engine
+        )
+    local = evaluate(tmp_path / "run.trec", tmp_path / "qrels.txt", acl=tmp_path / "acl.tsv")
+    assert ev.summary() == local.summary()
+    assert ev.per_pair.equals(local.per_pair)
+
+
+def _block_bytes(start: int, stop: int, data: Any) -> int:
+    return int(data.nbytes)
+
+
+def test_block_data_reaches_the_cluster_without_a_large_task_graph(cluster):
+    """``evaluate --engine dask`` printed distributed's "Sending large graph of size 23.85 MiB"
+    warning: each block's ACL rows travelled inside the task graph, through the scheduler.
+    They are scattered to the workers instead; the results are the same."""
+    import warnings
+
+    blocks = [np.full(3_000_000, i, dtype=np.int64) for i in range(2)]  # 24 MB each
+    with (
+        DaskEngine(cluster.scheduler_address) as engine,
+        warnings.catch_warnings(record=True) as seen,
+    ):
+        warnings.simplefilter("always")
+        got = engine.map_blocks(_block_bytes, 2, block_data=lambda s, e: blocks[s], size=1)
+    assert got == [24_000_000, 24_000_000]
+    assert [str(w.message).splitlines()[0] for w in seen if "large graph" in str(w.message)] == []
+
+
+def test_evaluate_refuses_a_dask_engine_without_what_it_needs(tmp_path, capsys):
+    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 1.0 x\n")
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\n")
+    base = ["--run", str(tmp_path / "run.trec"), "--qrels", str(tmp_path / "qrels.txt")]
+    assert evaluate_main([*base, "--engine", "dask", "--scheduler", "tcp://127.0.0.1:9"]) == 2
+    assert "--engine dask needs --acl" in capsys.readouterr().err
+    (tmp_path / "acl.tsv").write_text("d1\tp\n")
+    assert evaluate_main([*base, "--acl", str(tmp_path / "acl.tsv"), "--engine", "dask"]) == 2
+    assert "needs --scheduler" in capsys.readouterr().err
+
+
+@pytest.mark.faults
+def test_a_map_survives_the_death_of_every_worker_holding_its_shared_data():
+    """Scattered data dies with the workers holding it, and Dask cannot rebuild it: it
+    forgets the keys and cancels every block that needs them (dask/distributed#3149; the
+    sweep launcher met it as "FutureCancelledError ... already forgotten"). The engine
+    scatters its shared arrays to every worker, so one death is survived; here every holder
+    is killed while the blocks run, and the engine scatters again and reruns what was lost.
+    """
+    import signal
+    import threading
+
+    import distributed
+
+    values = np.arange(40, dtype=np.int64)
+
+    def slow_sum(start: int, stop: int, data: Any, *, values: np.ndarray) -> int:
+        time.sleep(0.4)
+        return int(values[start:stop].sum())
+
+    with local_cluster(2) as c, DaskEngine(c.scheduler_address, block=4) as engine:
+        out: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                out["result"] = engine.map_blocks(slow_sum, 40, shared={"values": values})
+            except BaseException as exc:  # reported by the assertion below
+                out["error"] = exc
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        with distributed.Client(c.scheduler_address, timeout=START_TIMEOUT) as client:
+            deadline = time.monotonic() + 60
+            holders: set[str] = set()
+            while not holders:
+                assert time.monotonic() < deadline, "the shared data was never scattered"
+                time.sleep(0.1)
+                holders = {
+                    worker
+                    for key, workers in client.who_has().items()
+                    if not str(key).startswith("arecall-slow_sum-")
+                    for worker in workers
+                }
+            pids = dict(client.run(os.getpid))
+            time.sleep(0.5)  # a block or two under way
+            for worker in holders:
+                os.kill(pids[worker], signal.SIGKILL)
+        thread.join(timeout=180)
+        assert not thread.is_alive(), "the map never returned"
+    assert "error" not in out, repr(out.get("error"))
+    assert [int(x) for x in out["result"]] == [
+        int(values[s : s + 4].sum()) for s in range(0, 40, 4)
+    ]
+
+
+def test_a_cluster_that_keeps_losing_the_shared_data_is_one_line_after_two_rescatters():
+    # Rescattering is bounded: a cluster whose workers keep dying is named, not retried forever.
+    from distributed.client import FutureCancelledError
+
+    class Lost:
+        status = "cancelled"
+
+        def release(self) -> None:
+            pass
+
+    class Client:
+        scatters = 0
+
+        def scatter(self, values: list[Any], **kwargs: Any) -> list[Lost]:
+            Client.scatters += 1
+            return [Lost() for _ in values]
+
+        def submit(self, *args: Any, **kwargs: Any) -> Lost:
+            return Lost()
+
+        def gather(self, tasks: list[Lost]) -> list[Any]:
+            raise FutureCancelledError("arecall-x", reason="lost dependencies")
+
+    engine = object.__new__(DaskEngine)
+    LocalEngine.__init__(engine, block=2)
+    engine.client, engine.scheduler, engine.shipped = Client(), "tcp://127.0.0.1:8786", []
+    with pytest.raises(ArecallError) as err:
+        engine.map_blocks(lambda s, e, d, *, v: s, 6, shared={"v": np.zeros(3)})
+    assert Client.scatters == 3
+    message = str(err.value)
+    assert "\n" not in message and "tcp://127.0.0.1:8786 lost the shared data 3 times" in message

@@ -1,0 +1,1 @@
+"""Every command the docs show, run as written."""

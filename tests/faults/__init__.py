@@ -1,0 +1,1 @@
+"""Fault injection across the pipeline: kill -9, signals, tracking outages, concurrent runs."""

@@ -1,0 +1,1 @@
+"""Tests of the Dask launcher (``src/hydra_plugins``)."""

@@ -1,0 +1,1 @@
+"""The test suite itself: it ends cleanly and its layout mirrors the code."""
