@@ -60,12 +60,14 @@ bench-evaluate: $(STAMP)
 bench-vector: $(STAMP)
 	$(BIN)/python benchmarks/bench_vector.py
 
-# DVC experiments side by side: config choices and headline numbers, without dep hashes
+# DVC experiments side by side, one screen: the config choices that differ and the headline per
+# K, the best bold (the full view: .venv/bin/dvc exp show)
 exps: $(STAMP)
-	$(BIN)/dvc exp show --no-pager --drop '^(src|data|reports)/'
+	@$(BIN)/arecall compare --dvc --out -
 
+# MLflow's UI on mlflow.db (or MLFLOW_TRACKING_URI); Ctrl-C or SIGTERM stops every process of it
 ui: $(STAMP)
-	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db --host 127.0.0.1 --port $(PORT)
+	@$(BIN)/arecall ui --port $(PORT)
 
 clean:
 	rm -rf outputs multirun site .pytest_cache .mypy_cache .ruff_cache

@@ -92,14 +92,23 @@ if _point and _mine:
 
             LocalArtifactRepository.log_artifact = log_artifact
     elif _point == "logged":  # the run is ended FINISHED; its process is not done yet
+        import builtins
         import pathlib
 
-        _read, _replace = pathlib.Path.read_text, os.replace
+        _read, _replace, _print = pathlib.Path.read_text, os.replace, builtins.print
 
         def read_text(self, *args, **kwargs):
             if self.name == "vector_search.md":  # `arecall run` prints it after logging
                 _hold()
             return _read(self, *args, **kwargs)
+
+        def print(*args, **kwargs):  # `arecall run` prints its run's id after logging it
+            _print(*args, **kwargs)
+            if args and str(args[0]).startswith("mlflow: logged run "):
+                _hold()
+
+        if _who == "run":
+            builtins.print = print
 
         def replace(src, dst, *args, **kwargs):
             if str(dst).endswith("track/run.json"):  # the DVC stage's record of the run

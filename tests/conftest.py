@@ -160,6 +160,8 @@ def arecall(
     installation, which test_cli_wiring.py and the DVC tests check once.
     """
 
+    monkeypatch.delenv("COLUMNS", raising=False)  # a table printed whole, as into a pipe
+
     def run(*args: str) -> Result:
         capsys.readouterr()
         monkeypatch.setattr(sys, "argv", ["arecall", *args])  # `arecall run` rewrites it

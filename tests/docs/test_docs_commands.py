@@ -176,8 +176,10 @@ def test_one_point_and_a_seed_layout_corpus_run_into_the_directories_the_guide_n
     assert {r.info.status for r in runs} == {"FINISHED"}
 
 
-def test_every_run_measures_the_vector_experiment_as_the_vector_page_says(work: Path):
-    sh(work, ".venv/bin/arecall run")
+def test_a_run_that_asks_for_the_vector_experiment_measures_it_as_the_vector_page_says(
+    work: Path,
+):
+    sh(work, ".venv/bin/arecall run vector_search.enabled=true")
     (written,) = (work / "outputs").glob("*/*")
     table = (written / "vector_search.md").read_text()
     assert table == (ROOT / "reports" / "vector_search.md").read_text()  # the page's table
@@ -202,13 +204,20 @@ def test_the_sweep_guides_grids_run_as_written(work: Path):
     }
     assert grid == {(n, r) for n in ("1000", "10000") for r in ("tfidf", "bm25")}
     assert {r.info.status for r in runs} == {"FINISHED"}
+    # the compare guide's filter: the synthetic grid's four points, side by side
+    out = sh(work, ".venv/bin/arecall compare --filter \"params.corpus.name = 'synthetic'\"")
+    table = [line for line in out.stdout.splitlines() if line.startswith("| ")]
+    header = [c.strip() for c in table[0].strip("|").split("|")]
+    assert header[:3] == ["run", "retriever", "corpus.n_docs"]  # the choices that differ
+    assert len(table) == 1 + 4 * 4  # the header, four points at four K
+    assert (work / "outputs" / "comparison" / "comparison.png").is_file()
 
 
 @pytest.mark.long
 def test_the_vector_experiment_runs_on_chroma_as_the_stores_page_shows(work: Path):
     sh(
         work,
-        ".venv/bin/arecall run vector_search.index.store=chroma "
+        ".venv/bin/arecall run vector_search.enabled=true vector_search.index.store=chroma "
         "'vector_search.index.placements=[post,pushdown,pre]'",
         timeout=900,
     )

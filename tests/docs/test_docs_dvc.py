@@ -23,10 +23,12 @@ def test_the_sweep_guides_dvc_experiments_run_as_written_and_make_repro_gets_bac
         "dvc exp run -S retriever=sklearn_tfidf",
         "dvc exp run --queue -S retriever=bm25 && dvc exp run --run-all",
         "dvc exp run -S 'index@vector_search.index=exact' -S vector_search.corpus.n_docs=5000",
+        "make exps",
         "dvc exp show --no-pager",
         timeout=2400,
     )
     assert "sklearn_tfidf" in out.stdout and "bm25" in out.stdout  # the experiments, side by side
+    assert "is empty" not in out.stdout + out.stderr  # an empty table is not a DVC warning
     client = MlflowClient(tracking_uri=f"sqlite:///{repo / 'mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("arecall").experiment_id])
     assert {r.data.params["retriever.name"] for r in runs} >= {"sklearn_tfidf", "bm25"}
@@ -34,8 +36,17 @@ def test_the_sweep_guides_dvc_experiments_run_as_written_and_make_repro_gets_bac
     params = yaml.safe_load((repo / "params.yaml").read_text())
     assert params["vector_search"]["corpus"]["n_docs"] == 5000  # the last one is in the workspace
 
-    exps = sh(repo, "make exps", COLUMNS="250")  # what it shows at which width: issue 32 item 5
-    assert "workspace" in exps.stdout
+    # make exps: one screen, at most 25 columns, the retriever of every experiment visible
+    exps = sh(repo, "make exps")
+    rows = [line for line in exps.stdout.splitlines() if line.startswith("| ")]
+    header = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert len(header) <= 25 and header[:2] == ["experiment", "retriever"], header
+    shown = {line.split("|")[2].strip() for line in rows[2:]}
+    assert {"tfidf", "sklearn_tfidf", "bm25"} <= shown
+    assert {line.split("|")[1].strip() for line in rows[2:]} >= {"workspace"}
+    assert (
+        max(len(line) for line in rows) <= 200
+    )  # a screen's width, not dvc exp show's 124 columns
 
     refused = sh(repo, "make repro", check=False)
     assert refused.returncode != 0 and "vector_search.corpus.n_docs: 5000" in refused.stderr

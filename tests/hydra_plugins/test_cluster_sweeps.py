@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -140,6 +141,11 @@ def test_a_four_point_sweep_runs_on_two_dask_workers_and_lands_nested_in_the_ser
         assert (tmp_path / "sweep" / str(num) / "metrics.json").is_file()
     assert proc.stdout.count("| K | Recall |") == 4
     assert "retriever `bm25`" in proc.stdout and "retriever `tfidf`" in proc.stdout
+    # the sweep ended by comparing its points: printed, and held by the parent run
+    top = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"comparison.md", "comparison.png"} <= top
+    comparison = (tmp_path / "sweep" / "comparison.md").read_text()
+    assert comparison in proc.stdout and "| evaluation.ks=[5],retriever=bm25 " in comparison
 
 
 @pytest.mark.long
@@ -208,6 +214,13 @@ def test_without_an_address_a_local_loopback_cluster_runs_the_sweep_and_a_failed
     ) in lines
     assert "Traceback" not in err
     assert "corpus `seed_json`" in out  # the good point's tables, printed here
+    # the sweep's log holds our lines only: Dask's INFO lines (the scheduler starting, workers
+    # registering and being retired, ~40 of them) and its nannies' lines about ending the
+    # launcher's own workers stay out
+    logged = [line.split("][HYDRA] ", 1)[1] for line in out.splitlines() if "][HYDRA] " in line]
+    ours = re.compile(r"(Dask launcher: \d+ jobs on |\t#\d+ : |\t#\d+ ran on )")
+    assert logged and [m for m in logged if not ours.match(m)] == [], logged
+    assert not [line for line in err.splitlines() if "distributed" in line or "Worker" in line]
 
     client = MlflowClient(tracking_uri=mlflow_store)
     parent, children = _children(client)

@@ -1,4 +1,4 @@
-"""params.yaml is conf/'s composition, and every config option composes and is understood."""
+"""params.yaml is the DVC config's composition, and every config option composes and is understood."""
 
 from __future__ import annotations
 
@@ -10,15 +10,17 @@ import yaml
 from arecall.core.errors import ArecallError
 from arecall.data.authorization import MODELS
 from arecall.data.sources import SOURCES
-from arecall.pipeline.config import CONF_DIR, checked, default_config, load_params
+from arecall.pipeline.config import CONF_DIR, DVC_CONFIG, checked, default_config, load_params
 from arecall.retrievers import RETRIEVERS
 
 from tests.helpers import ROOT
 from tests.pipeline.test_typed_config import REQUIRED
 
 
-def test_params_yaml_is_the_composition_of_conf_defaults():
-    assert yaml.safe_load((ROOT / "params.yaml").read_text()) == default_config()
+def test_params_yaml_is_the_composition_of_the_dvc_config():
+    assert yaml.safe_load((ROOT / "params.yaml").read_text()) == default_config(
+        config_name=DVC_CONFIG
+    )
 
 
 def test_params_yaml_is_hydras_dump_of_the_composition_byte_for_byte():
@@ -26,7 +28,21 @@ def test_params_yaml_is_hydras_dump_of_the_composition_byte_for_byte():
 
     header, _, body = (ROOT / "params.yaml").read_text().partition("\n")
     assert header.startswith("# Generated: ")
-    assert body == OmegaConf.to_yaml(default_config())
+    assert body == OmegaConf.to_yaml(default_config(config_name=DVC_CONFIG))
+
+
+def test_dvc_composes_params_from_the_dvc_config():
+    from dvc.config import Config
+
+    assert Config(dvc_dir=ROOT / ".dvc")["hydra"]["config_name"] == DVC_CONFIG
+
+
+def test_the_vector_experiment_is_off_for_a_run_and_on_in_the_dvc_pipeline():
+    # a text run neither waits for nor prints it; `dvc repro` regenerates the docs' table
+    assert default_config()["vector_search"]["enabled"] is False
+    dvc = default_config(config_name=DVC_CONFIG)
+    assert dvc["vector_search"]["enabled"] is True
+    assert {**dvc, "vector_search": {**dvc["vector_search"], "enabled": False}} == default_config()
 
 
 def test_conf_at_the_top_level_is_the_packaged_conf():

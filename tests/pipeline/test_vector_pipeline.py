@@ -10,6 +10,7 @@ from mlflow.tracking import MlflowClient
 from arecall.core.errors import ArecallError
 from arecall.pipeline.config import default_config
 from arecall.pipeline.run import Layout, run_all, run_in_memory
+from arecall.pipeline.stages.index_search import COLUMNS
 
 pytestmark = pytest.mark.slow
 
@@ -19,7 +20,7 @@ def test_arecall_run_corpus_vectors_prints_verity_table_with_auto_rows(
 ):
     uri = mlflow_store
     out = tmp_path / "out"
-    proc = arecall("run", f"hydra.run.dir={out}")  # every run runs the vector_search section
+    proc = arecall("run", f"hydra.run.dir={out}", "vector_search.enabled=true")
     assert proc.returncode == 0, proc.stderr
     table = pd.read_csv(out / "vector_search.csv")
     assert list(table.groupby("selectivity")["matching"].first()) == [21, 79, 228, 611, 2000]
@@ -31,7 +32,15 @@ def test_arecall_run_corpus_vectors_prints_verity_table_with_auto_rows(
     assert (auto["returned"] == 10).all() and (auto["recall"] >= 0.95).all()
     assert "| 1% | 21 | `post` |" in proc.stdout
     client = MlflowClient(tracking_uri=uri)
-    run = client.search_runs([client.get_experiment_by_name("arecall").experiment_id])[0]
+    runs = client.search_runs([client.get_experiment_by_name("arecall").experiment_id])
+    by_kind = {r.data.tags["arecall.kind"]: r for r in runs}
+    assert set(by_kind) == {"pipeline", "vector_search"}
+    # the vector experiment is a run of its own, nested in the pipeline's; the pipeline's run
+    # keeps the Authorized-Recall headline only
+    run = by_kind["vector_search"]
+    assert run.data.tags["mlflow.parentRunId"] == by_kind["pipeline"].info.run_id
+    assert not [m for m in by_kind["pipeline"].data.metrics if m.startswith("vector_")]
+    assert run.data.params["vector_search.corpus.n_docs"] == "2000"
     assert run.data.metrics["vector_auto_recall_s1pct"] >= 0.95
     assert "vector_post_qps_s1pct" in run.data.metrics
     assert "tables/vector_search.json" in {
@@ -72,6 +81,8 @@ def test_a_text_corpus_is_measured_through_the_index_principal_by_principal(tmp_
     assert (pre["recall"] == 1.0).all()
     assert (table[table["mode"] == "post"]["returned"] <= 10).all()
     assert "`pushdown`" in out["tables"]
+    # index=none writes only the header: it must be the header a measured table has
+    assert tuple(table.columns) == COLUMNS
 
 
 def test_vectors_as_the_text_corpus_and_a_sparse_retriever_with_an_index_are_refused():

@@ -31,9 +31,14 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _start_server(tmp_path: Path, template: Path) -> tuple[str, subprocess.Popen]:
+def _start_server(
+    tmp_path: Path, template: Path, store: Path | None = None
+) -> tuple[str, subprocess.Popen]:
+    """A server on a copy of ``template`` (a migrated empty store), or on ``store`` itself."""
     port = _free_port()
-    shutil.copyfile(template, tmp_path / "server.db")  # migrated already: starts sooner
+    db = store if store is not None else tmp_path / "server.db"
+    if store is None:
+        shutil.copyfile(template, db)  # migrated already: starts sooner
     # no background job runner: the test only logs and reads runs, and it starts seconds sooner
     env = {
         **os.environ,
@@ -51,7 +56,7 @@ def _start_server(tmp_path: Path, template: Path) -> tuple[str, subprocess.Popen
                 "--port",
                 str(port),
                 "--backend-store-uri",
-                f"sqlite:///{tmp_path}/server.db",
+                f"sqlite:///{db}",
                 "--artifacts-destination",
                 str(tmp_path / "artifacts"),
                 "--workers",
@@ -126,8 +131,11 @@ def test_a_parallel_two_point_sweep_lands_in_the_server_as_nested_runs(
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     assert sorted(r.data.params["retriever.name"] for r in children) == ["sklearn_tfidf", "tfidf"]
     assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parents[0].info.run_id}
+    # the sweep ended by comparing its points, in the launching process: the parent holds it
+    top = {a.path for a in client.list_artifacts(parents[0].info.run_id)}
+    assert {"comparison.md", "comparison.png"} <= top
     for run in children:
-        assert run.data.metrics["arecall_pre_nonempty_at_5"] == pytest.approx(0.96)
+        assert run.data.metrics["arecall_pre_at_5"] == pytest.approx(0.9875)
         assert run.data.metrics["gap_nonempty_at_5"] == pytest.approx(0.10666666, abs=1e-6)
         path = client.download_artifacts(run.info.run_id, "tables/arecall_at_k.json", str(tmp_path))
         table = json.loads(Path(path).read_text())

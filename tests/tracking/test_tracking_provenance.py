@@ -62,12 +62,21 @@ def test_the_config_hash_ignores_tracking_and_sees_every_result_setting():
 def test_a_run_is_logged_in_few_store_calls_with_every_artifact_and_table(
     tmp_path: Path, mlflow_store: str, monkeypatch: pytest.MonkeyPatch
 ):
-    """Params, metrics and tags in one batch; the artifacts go to the run's artifact repository
-    (`publish_artifacts`), not through a store call each; the UI sees tables."""
+    """Params, metrics and tags in one batch, the corpus in one call; the artifacts go to the
+    run's artifact repository (`publish_artifacts`), not through a store call each; the UI sees
+    tables."""
     from mlflow import MlflowClient as Client
 
     calls: dict[str, int] = {}
-    for name in ("log_batch", "log_artifacts", "log_artifact", "log_table", "log_dict", "set_tag"):
+    for name in (
+        "log_batch",
+        "log_inputs",
+        "log_artifacts",
+        "log_artifact",
+        "log_table",
+        "log_dict",
+        "set_tag",
+    ):
         original = getattr(Client, name)
 
         def spy(self, *args, _name=name, _original=original, **kwargs):
@@ -78,22 +87,33 @@ def test_a_run_is_logged_in_few_store_calls_with_every_artifact_and_table(
     cfg = fast_config()
     layout = Layout.run(tmp_path / "out")
     result = run_all(cfg, layout)
-    run_id = log_run(cfg, layout.report_files(), vector=result["vector"])
-    assert calls == {"log_batch": 1}
+    run_id = log_run(
+        cfg, layout.report_files(), vector=result["vector"], rank_info=layout.rank_info
+    )
+    assert calls == {"log_batch": 1}  # no corpus given: no input
     client = MlflowClient(tracking_uri=mlflow_store)
     run = client.get_run(run_id)
     assert "arecall_pre_at_5" in run.data.metrics and run.data.params["retriever.name"]
     logged = {a.path for a in client.list_artifacts(run_id, "reports")}
-    assert {f"reports/{p.name}" for p in layout.report_files().values()} == logged
+    vector = {"vector_search.md", "vector_search.csv", "vector_curve.csv", "vector_search.png"}
+    reports = {p.name for p in layout.report_files().values()}
+    assert {f"reports/{name}" for name in reports - vector} == logged  # vector: its own run
+    top = {a.path for a in client.list_artifacts(run_id) if not a.is_dir}
+    assert top == {"tables.md", "arecall_at_k.png", "diagnostics.json"}  # what Compare shows
     tables = [t["path"] for t in json.loads(run.data.tags["mlflow.loggedArtifacts"])]
-    assert "tables/arecall_at_k.json" in tables and "tables/vector_search.json" in tables
+    assert "tables/arecall_at_k.json" in tables
     loaded = client.load_table(run.info.experiment_id, "tables/arecall_at_k.json", [run_id])
     assert list(loaded["K"]) == [1, 3, 5, 10]
     proof = client.download_artifacts(run_id, "proof/proof.json", str(tmp_path / "dl"))
     assert json.loads(Path(proof).read_text()) == result["proof"]
-    cache = result["vector"].attrs.get("cache")
-    if cache:
-        assert run.data.tags["arecall.vectors_cache"].split()[0] == cache
+    diagnostics = client.download_artifacts(run_id, "diagnostics.json", str(tmp_path / "dl"))
+    rank = json.loads(layout.rank_info.read_text())["representation"]
+    assert json.loads(Path(diagnostics).read_text()) == {"rank": rank}
+    assert not [t for t in run.data.tags if t.startswith("arecall.rank.")]  # not tags any more
+    assert run.data.tags["mlflow.note.content"] == layout.tables.read_text()
+    calls.clear()
+    log_run(cfg, layout.report_files(), corpus=layout.corpus)
+    assert calls == {"log_batch": 1, "log_inputs": 1}
 
 
 def test_a_failed_run_keeps_its_config_in_the_one_batch_that_ends_it(

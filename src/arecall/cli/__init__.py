@@ -2,7 +2,8 @@
 
 ``arecall run [overrides]`` runs the whole pipeline in one process for a Hydra-composed config
 (``-m`` sweeps); ``arecall evaluate`` / ``arecall fuse`` work on TREC runs; ``arecall readme``
-keeps the generated tables of the README and docs/ in step with reports/. User errors end as one
+keeps the generated tables of the README and docs/ in step with reports/; ``arecall compare``
+draws runs side by side. User errors end as one
 line on stderr, exit 2.
 """
 
@@ -24,6 +25,8 @@ commands:
   fuse RUN... --out F    reciprocal rank fusion of TREC runs
   readme [--check]       sync the generated tables of README.md and docs/ with reports/
   log DIR                log a finished run directory (or a DVC repo: `log .`) to MLflow
+  compare RUN_ID...      runs side by side: a table and a figure (--filter EXPR, --dvc [NAME...])
+  ui [--port N]          MLflow's UI on this project's store (make ui); Ctrl-C stops all of it
 """
 
 
@@ -80,6 +83,18 @@ def _log(argv: Sequence[str]) -> int:
     return log_main(argv)
 
 
+def _compare(argv: Sequence[str]) -> int:
+    from arecall.cli.compare import compare_main
+
+    return compare_main(argv)
+
+
+def _ui(argv: Sequence[str]) -> int:
+    from arecall.tracking.ui import ui_main
+
+    return ui_main(argv)
+
+
 def _evaluate(argv: Sequence[str]) -> int:
     from arecall.cli.evaluate import evaluate_main
 
@@ -98,6 +113,8 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "fuse": _fuse,
     "readme": _readme,
     "log": _log,
+    "compare": _compare,
+    "ui": _ui,
 }
 
 

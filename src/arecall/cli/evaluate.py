@@ -16,6 +16,7 @@ import inspect
 import json
 import sys
 import textwrap
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -297,6 +298,7 @@ def _evaluate(argv: list[str]) -> int:
         # every pair's values are read again for rows, a comparison and the worst pairs
         keep_pairs=bool(args.rows or args.compare_run or args.worst),
     )
+    started = int(time.time() * 1000)
     with make_engine(
         args.engine, args.scheduler, args.block_principals, scheduler_setting="--scheduler"
     ) as engine:
@@ -311,6 +313,7 @@ def _evaluate(argv: list[str]) -> int:
                 engine=engine,
             )
             comparison = compare(ev, other, n_resamples=args.resamples, seed=args.seed)
+    ended = int(time.time() * 1000)
     worst = ev.worst(args.worst) if args.worst else None
     report = _render(args.format, ev, comparison, worst, (args.run, args.compare_run or ""))
     if args.rows:
@@ -332,18 +335,31 @@ def _evaluate(argv: list[str]) -> int:
             "compare_run": args.compare_run or "",
         }
         from arecall.tracking.evaluate import log_evaluation
+        from arecall.tracking.run import logged_line
         from arecall.tracking.store import TrackingError
 
+        table = (
+            report
+            if args.format == "table"
+            else _render("table", ev, comparison, worst, (args.run, args.compare_run or ""))
+        )
+        inputs = {"run": args.run, "qrels": args.qrels, "acl": args.acl}
         try:
             run_id, uri = log_evaluation(
-                summary, ev.summary_frame(), params=params, comparison=comparison
+                summary,
+                ev.summary_frame(),
+                params=params,
+                comparison=comparison,
+                report=table,
+                inputs={**inputs, "compare_run": args.compare_run},
+                times=(started, ended),
             )
         except TrackingError as exc:  # the report is out already: say where, as `run` does
             raise ArecallError(
                 f"{exc}; the report is in {args.out or 'stdout'}; nothing was logged "
                 "(run again with --mlflow to log it)"
             ) from None
-        print(f"mlflow: logged run {run_id} to {uri}", file=sys.stderr)
+        print(logged_line(run_id, uri), file=sys.stderr)
     return 0
 
 

@@ -40,6 +40,7 @@ def log_main(argv: Sequence[str]) -> int:
     from arecall.pipeline.config import load_params
     from arecall.pipeline.layout import Layout
     from arecall.tracking.pipeline import experiment_name, log_run, logged_runs, reports_digest
+    from arecall.tracking.run import logged_line
     from arecall.tracking.store import tracking_uri
 
     args = list(argv)
@@ -73,18 +74,22 @@ def log_main(argv: Sequence[str]) -> int:
                 f"{directory}: these results are already logged (run {done[0]} in {uri}); "
                 "nothing logged (--force logs them again)"
             )
+    nested: dict[str, str | None] = {}
     run_id = log_run(
         {**cfg, "tracking": {**cfg["tracking"], "on_error": "fail"}},
         reports,
         run_name=f"log {directory}",
-        tags={
-            "arecall.entry": "arecall log",
-            "arecall.logged_from": entry,
-            "arecall.run_dir": str(directory.resolve()),
-        },
+        entry="arecall log",
+        tags={"arecall.logged_from": entry, "arecall.run_dir": str(directory.resolve())},
         rank_info=layout.rank_info,
+        corpus=layout.corpus,
+        nested=nested,
     )
-    print(f"mlflow: logged run {run_id} to {tracking_uri('.')}", file=sys.stderr)
+    uri = tracking_uri(".")
+    print(logged_line(str(run_id), uri), file=sys.stderr)
+    for name, child in nested.items():
+        if child is not None:
+            print(logged_line(child, uri, f"{name}, nested in {run_id}"), file=sys.stderr)
     return 0
 
 

@@ -194,14 +194,15 @@ def _lock_params(lock: Any) -> list[dict[str, str]]:
 def config_problem(root: str | Path = ".", *, lock: bool = True) -> str | None:
     """Why the workspace does not hold the default config, or None when it does.
 
-    params.yaml must be conf/'s default composition; with ``lock``, every config value
+    params.yaml must be the DVC config's default composition (conf/repro.yaml: conf/'s defaults
+    with the vector experiment on); with ``lock``, every config value
     dvc.lock records (what reports/ were made from) must be the default's too.
     """
-    from arecall.pipeline.config import default_config, load_params
+    from arecall.pipeline.config import DVC_CONFIG, default_config, load_params
     from arecall.tracking.run import flatten
 
     root = Path(root)
-    defaults = flatten(default_config())
+    defaults = flatten(default_config(config_name=DVC_CONFIG))
     params = flatten(load_params(root / "params.yaml"))
     differences = _differences(params, defaults)
     if differences:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Iterator, Sequence
@@ -17,6 +18,7 @@ from typing import Any
 from hydra.errors import CompactHydraException
 
 from arecall.core.errors import ArecallError, note_user_error, noted_user_errors, print_error
+from arecall.tracking.provenance import COMMAND_ENV
 
 __all__ = [
     "check_callbacks",
@@ -92,16 +94,21 @@ def run_main(argv: Sequence[str]) -> int:
         hydra_cfg = HydraConfig.get()
         directory = hydra_cfg.runtime.output_dir
         layout = Layout.run(directory)
+        sweep = hydra_cfg.mode == RunMode.MULTIRUN
         try:
             result = _tracked(config, layout, run_all, root, directory, hydra_cfg)
         except ArecallError as exc:
-            if hydra_cfg.mode != RunMode.MULTIRUN:
+            if not sweep:
                 sys.exit(print_error(exc))
             point = hydra_cfg.job.override_dirname or "defaults"
             print_error(f"sweep point {hydra_cfg.job.num} ({point}): {exc}")
             raise SweepPointFailed(point, str(exc)) from None
-        print(result["tables"])
-        print(layout.vector_table.read_text(encoding="utf-8"))
+        printed = _Printed(Path(hydra_cfg.sweep.dir) if sweep else None)
+        printed.once(result["tables"])
+        if result.get("vector") is not None:  # the config asked for the vector experiment
+            printed.once(layout.vector_table.read_text(encoding="utf-8"))
+        for line in result.get("logged", ()):
+            print(line)
         if "metrics" not in result:
             return None
         k_max = list(result["metrics"]["k"])[-1]
@@ -116,6 +123,8 @@ def run_main(argv: Sequence[str]) -> int:
     if single is None:
         check_composition(argv)
     sys.argv = ["arecall run", *argv]
+    # what a sweep's points (in joblib or Dask workers too) say made them
+    os.environ[COMMAND_ENV] = "arecall run " + shlex.join(argv)
     try:
         with interruptible(), announce_stages():
             if single is None:
@@ -135,7 +144,33 @@ def run_main(argv: Sequence[str]) -> int:
     except BaseException:
         end_sweep("FAILED")  # a point failed (Hydra raises after the sweep) or a bug
         raise
+    finally:
+        os.environ.pop(COMMAND_ENV, None)
     return 0
+
+
+class _Printed:
+    """Print a table once per sweep: each distinct table, by whichever point shows it first.
+
+    A sweep's points run in this process, in joblib workers or on a Dask cluster, all writing
+    into one sweep directory; a marker file per table (created exclusively, so one point wins)
+    records what was shown. A single run prints every table.
+    """
+
+    def __init__(self, sweep_dir: Path | None) -> None:
+        self.marks = None if sweep_dir is None else sweep_dir / ".arecall-printed"
+
+    def once(self, text: str) -> None:
+        if self.marks is not None:
+            import hashlib
+
+            self.marks.mkdir(parents=True, exist_ok=True)
+            mark = self.marks / hashlib.sha256(text.encode()).hexdigest()[:32]
+            try:
+                os.close(os.open(mark, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return
+        print(text)
 
 
 _SWEEP_FAILED = "arecall: error: the sweep had a failed point "
@@ -413,8 +448,12 @@ def _tracked(
 
     A single run logs through the tracker process ``arecall run`` started at launch
     (`arecall.tracking.tracker`), so MLflow's import overlaps the stages; a sweep's points log
-    in-process, nested under the sweep's parent run. Both log the same `pipeline_run`.
+    in-process, nested under the sweep's parent run. Both log the same `pipeline_run`, timed
+    by the stages, and the result's ``logged`` holds the lines naming the runs logged.
     """
+    from hydra.types import RunMode
+
+    from arecall.tracking.run import logged_line, now_ms
     from arecall.tracking.tracker import RemoteRun, take_tracker
 
     tracker = take_tracker()
@@ -425,28 +464,74 @@ def _tracked(
         return result
     from arecall.tracking.pipeline import finish_pipeline_run, pipeline_run
 
+    sweep = hydra_cfg.mode == RunMode.MULTIRUN
     run = pipeline_run(
         config,
         root=root,
-        run_name=hydra_cfg.job.override_dirname or "defaults",
-        tags={"arecall.entry": "arecall run", "arecall.run_dir": str(directory)},
+        run_name=_run_name(hydra_cfg.job.override_dirname, sweep),
+        entry="arecall run -m" if sweep else "arecall run",
+        tags={"arecall.run_dir": str(directory)},
         results=(str(directory), str(directory)),
+        start_time=now_ms(),
     )
+    finish = {
+        "config": config,
+        "corpus": layout.corpus,
+        "vector": None,
+        "rank_info": layout.rank_info,
+    }
     if tracker is not None:
         with RemoteRun(tracker, run) as remote:
             remote.start()
             result = run_all(config, layout)
-            remote.finish(
-                layout.report_files(), vector=result.get("vector"), rank_info=layout.rank_info
-            )
-        return result
-    with run:
-        run.start()
-        result = run_all(config, layout)
-        finish_pipeline_run(
-            run, layout.report_files(), vector=result.get("vector"), rank_info=layout.rank_info
-        )
+            finish.update(_timed(result))
+            run_id = remote.finish(layout.report_files(), **finish)
+            nested = remote.nested
+    else:
+        with run:
+            run.start()
+            result = run_all(config, layout)
+            finish.update(_timed(result))
+            run_id = finish_pipeline_run(run, layout.report_files(), **finish)
+            nested = run.nested
+    if run_id is not None:
+        result["logged"] = [logged_line(run_id, run.uri)] + [
+            logged_line(child, run.uri, f"{name}, nested in {run_id}")
+            for name, child in nested.items()
+            if child is not None
+        ]
     return result
+
+
+def _run_name(overrides: str, sweep: bool) -> str:
+    """A run's name: its overrides; a sweep point's, only those its sweep varies (the others
+    are the sweep's parent run's name and every point's params).
+
+    Examples
+    --------
+    >>> os.environ["ARECALL_SWEPT_KEYS"] = "retriever"
+    >>> _run_name("corpus=synthetic,retriever=bm25", True), _run_name("", False)
+    ('retriever=bm25', 'defaults')
+    >>> del os.environ["ARECALL_SWEPT_KEYS"]
+    """
+    from arecall.compare.points import split_overrides
+    from arecall.tracking.sweep import SWEPT_ENV
+
+    swept = set(filter(None, os.environ.get(SWEPT_ENV, "").split(",")))
+    if sweep and swept:
+        varied = [o for o in split_overrides(overrides) if o.split("=", 1)[0] in swept]
+        if varied:
+            return ",".join(varied)
+    return overrides or "defaults"
+
+
+def _timed(result: dict[str, Any]) -> dict[str, Any]:
+    """What `finish_pipeline_run` takes from ``run_all``'s result: the table and the times."""
+    return {
+        "vector": result.get("vector"),
+        "end_time": result["times"][1],
+        "vector_times": result.get("vector_times"),
+    }
 
 
 def check_group_choices(argv: Sequence[str], conf_dir: Path) -> None:

@@ -211,8 +211,9 @@ def _run_block(fn: BlockFn, start: int, stop: int, data: _Aligned, **shared: _Al
 class DaskEngine(Engine):
     """Blocks as tasks on a Dask distributed cluster (``distributed.Client(scheduler)``).
 
-    ``shared`` is scattered once with ``broadcast=True`` (one copy per worker) and the tasks
-    get its futures; results are gathered in block order. Pure, deterministic block functions
+    ``shared`` is scattered once with ``broadcast=True`` (one copy per worker), each block's own
+    data to one worker, and the tasks get their futures (nothing large goes through the task
+    graph); results are gathered in block order. Pure, deterministic block functions
     make the result equal to `LocalEngine`'s, byte for byte — and make a rerun safe: if every
     worker holding the shared data dies, Dask cancels the blocks that need it, and the
     engine scatters it again and reruns those blocks (up to ``_RESCATTERS`` times).
@@ -255,8 +256,9 @@ class DaskEngine(Engine):
                 f"{setting}: cannot reach the Dask scheduler at {scheduler}: {exc}"
             ) from None
         self.scheduler = scheduler
-        #: Per `map_blocks` call: tasks, bytes scattered once (× workers), bytes sent with the
-        #: tasks and bytes gathered back (dask's ``sizeof``) — what a capacity plan needs.
+        #: Per `map_blocks` call: tasks, bytes scattered once (× workers), bytes of the blocks'
+        #: own data (scattered, each to one worker) and bytes gathered back (dask's
+        #: ``sizeof``) — what a capacity plan needs.
         self.shipped: list[dict[str, int]] = []
 
     def map_blocks(
@@ -284,23 +286,35 @@ class DaskEngine(Engine):
             # blocks are pure, so scattering again and rerunning the lost ones is the fix;
             # shipping the arrays inside the graph instead would route them through the
             # scheduler.
-            scattered = self.client.scatter(
-                [_Aligned((shared or {})[k]) for k in names], broadcast=True, hash=False
-            )  # a list: each value one future, whatever its type (a tuple is not split)
+            scattered = (
+                self.client.scatter(
+                    [_Aligned((shared or {})[k]) for k in names], broadcast=True, hash=False
+                )  # a list: each value one future, whatever its type (a tuple is not split)
+                if names
+                else []
+            )
             futures = dict(zip(names, scattered, strict=True))
             call = uuid.uuid4().hex  # a fresh key per call: never a previous call's result
+            # Each block's own data is scattered too, not put in the graph: in the graph it
+            # travels through the scheduler, which warns about a large graph (an ACL's rows:
+            # "Sending large graph of size 23.85 MiB") and holds it all in memory.
+            held: dict[int, Any] = {}
+            if block_data is not None:
+                blocks = {i: block_data(*spans[i]) for i in todo}
+                if attempt == 0:
+                    sent += sum(sizeof(b) for b in blocks.values())
+                placed = self.client.scatter([_Aligned(blocks[i]) for i in todo], hash=False)
+                held = dict(zip(todo, placed, strict=True))
+                del blocks
             tasks = {}
             for i in todo:
                 s, e = spans[i]
-                data = None if block_data is None else block_data(s, e)
-                if attempt == 0:
-                    sent += sizeof(data)
                 tasks[i] = self.client.submit(
                     _run_block,
                     fn,
                     s,
                     e,
-                    _Aligned(data),
+                    held.get(i, _Aligned(None)),
                     **futures,
                     pure=False,
                     key=f"arecall-{getattr(fn, '__name__', 'block')}-{s}-{e}-{call}",
@@ -318,7 +332,7 @@ class DaskEngine(Engine):
             finally:
                 for task in tasks.values():
                     task.release()
-                for future in futures.values():
+                for future in (*futures.values(), *held.values()):
                     future.release()
         else:
             raise ArecallError(

@@ -21,6 +21,7 @@ from arecall.pipeline.schema import GROUPS, VECTORS_REFUSAL, check_config, regis
 
 __all__ = [
     "CONF_DIR",
+    "DVC_CONFIG",
     "checked",
     "composition_error",
     "default_config",
@@ -32,6 +33,8 @@ __all__ = [
 ]
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+#: The DVC pipeline's config (``config_name`` in .dvc/config): params.yaml is its composition.
+DVC_CONFIG = "repro"
 
 
 def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
@@ -84,10 +87,13 @@ def checked(cfg: Mapping[str, Any], *, origin: str | None = None) -> dict[str, A
     return check_config(cfg, origin=origin)
 
 
-def default_config(overrides: Sequence[str] | None = None) -> dict[str, Any]:
+def default_config(
+    overrides: Sequence[str] | None = None, *, config_name: str = "config"
+) -> dict[str, Any]:
     """Compose conf/ with Hydra (optionally with overrides), as ``arecall run`` would; check it.
 
     A bad value is one `ArecallError` naming the override that set it and the dotted key.
+    ``config_name=DVC_CONFIG`` composes what DVC writes into params.yaml (``dvc exp run -S``).
 
     Examples
     --------
@@ -107,7 +113,7 @@ def default_config(overrides: Sequence[str] | None = None) -> dict[str, Any]:
     overrides = list(overrides or [])
     origin = override_origin(overrides)
     try:
-        composed = _compose(overrides)
+        composed = _compose(overrides, config_name)
         container = OmegaConf.to_container(composed, resolve=True)
     except Exception as exc:  # Hydra's, OmegaConf's, or one OmegaConf let through with a key
         if VECTORS_REFUSAL in str(exc):  # conf/corpus/vectors.yaml's resolver refused it
@@ -116,12 +122,12 @@ def default_config(overrides: Sequence[str] | None = None) -> dict[str, Any]:
     return check_config(container, origin=origin)
 
 
-def _compose(overrides: list[str], *, hydra: bool = False) -> Any:
+def _compose(overrides: list[str], config_name: str = "config", *, hydra: bool = False) -> Any:
     from hydra import compose, initialize_config_dir
 
     register()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(config_name="config", overrides=overrides, return_hydra_config=hydra)
+        return compose(config_name=config_name, overrides=overrides, return_hydra_config=hydra)
 
 
 def hydra_config(overrides: Sequence[str]) -> Any:

@@ -50,16 +50,36 @@ STAGES = {
 
 
 def run_all(cfg: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
-    """Run every stage in order in this process; return metrics, proof and tables."""
+    """Run every stage in order in this process; return metrics, proof and tables.
+
+    ``vector`` is the vector experiment's table (with its wall-clock ``qps``), None unless the
+    config asks for it (``vector_search.enabled``); ``times`` are when the first stage started
+    and the last text stage ended, ``vector_times`` when the vector experiment ran (epoch
+    milliseconds): the pipeline's own times, which its MLflow runs report.
+    """
+    import time
+
+    def now() -> int:
+        return int(time.time() * 1000)
+
+    started = now()
     cfg = checked(cfg)
     for name, stage in STAGES.items():  # each between its start and end lines
         run_announced(name, stage, cfg, layout)
+    ended = now()
     tables = layout.tables.read_text(encoding="utf-8")
     if cfg["index"]["name"] != "none":
         tables += "\n" + layout.index_table.read_text(encoding="utf-8")
-    vector = run_announced("vectors", vector_search, cfg, layout)
+    vector_times = None
+    if cfg["vector_search"]["enabled"]:
+        vector = run_announced("vectors", vector_search, cfg, layout)
+        vector_times = (ended, now())
+    else:  # the same files DVC's stage writes, without a stage line for work not done
+        vector = vector_search(cfg, layout)
     return {
         "vector": vector,
+        "times": (started, ended),
+        "vector_times": vector_times,
         "metrics": json.loads(layout.metrics.read_text(encoding="utf-8")),
         "proof": json.loads(layout.proof.read_text(encoding="utf-8")),
         "tables": tables,

@@ -48,6 +48,7 @@ __all__ = [
     "EngineConfig",
     "EvaluationConfig",
     "TrackingConfig",
+    "VectorSearchSection",
     "check_config",
     "check_depth",
     "composable",
@@ -178,6 +179,28 @@ class TrackingConfig:
     on_error: str = setting("fail", one_of("fail", "warn"))
 
 
+@dataclass
+class VectorSearchSection:
+    """``vector_search``: verity's filtered-vector-search experiment, beside the text pipeline.
+
+    ``corpus`` and ``index`` are composed from the groups (``corpus@vector_search.corpus``,
+    ``index@vector_search.index``, checked by `check_config`); this schema holds the section's
+    place in the composition and its own setting.
+
+    Attributes
+    ----------
+    enabled : bool
+        Run the experiment: the ``vectors`` stage measures it, ``arecall run`` prints its table,
+        and it is logged as an MLflow run of its own, nested in the pipeline's run. Off in
+        conf/'s defaults (a text run neither waits for nor prints it); on in the DVC pipeline's
+        config (conf/repro.yaml), whose table the docs show.
+    """
+
+    corpus: Any = None
+    index: Any = None
+    enabled: bool = False
+
+
 # -- the groups -----------------------------------------------------------------------------------
 
 #: group -> option -> schema. A group with one schema and no ``name`` maps its option to it.
@@ -195,13 +218,15 @@ GROUPS: dict[str, dict[str, type]] = {
 COMPOSED: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
     "vector_search": {"corpus": ("corpus", ("vectors",)), "index": ("index", ("exact", "hnsw"))},
 }
+#: The schema of each composed section (its own settings; its parts are checked by group).
+_SECTION_SCHEMAS: dict[str, type] = {"vector_search": VectorSearchSection}
 #: Sections every configuration has, in params.yaml's order.
 SECTIONS = (*GROUPS, *COMPOSED)
 #: Why ``corpus=vectors`` is not a corpus of the text pipeline (one line, both entry points).
 VECTORS_REFUSAL = (
     "corpus=vectors is the vector experiment's corpus, not the text pipeline's: every run "
-    "runs it as the vector_search section (set vector_search.corpus.*, "
-    "index@vector_search.index=exact|hnsw)"
+    "runs it as the vector_search section (vector_search.enabled=true; set "
+    "vector_search.corpus.*, index@vector_search.index=exact|hnsw)"
 )
 _KIND = {
     "corpus": "corpus",
@@ -230,6 +255,7 @@ def register() -> None:
     for group, options in GROUPS.items():
         for option, schema in options.items():
             store.store(group=group, name=f"base_{option}", node=composable(schema))
+    store.store(name="base_vector_search", node=VectorSearchSection, package="vector_search")
     OmegaConf.register_new_resolver("arecall.vector_search_only", _vector_search_only, replace=True)
 
 
@@ -344,9 +370,10 @@ def check_config(
                         f"{at}.name", f"must be one of {', '.join(allowed)}", part["name"]
                     )
                 out[section][key] = part
-            for key in value:
-                if key not in parts:
-                    raise ConfigProblem(f"{section}.{key}", "unknown key", value[key])
+            settings = {k: v for k, v in value.items() if k not in parts}
+            section_schema = _SECTION_SCHEMAS[section]
+            own = validate(section_schema, settings, section)
+            out[section].update({k: v for k, v in own.items() if k not in parts})
         if out["corpus"]["name"] == "vectors":
             raise ConfigProblem("corpus", VECTORS_REFUSAL, "vectors")
         _check_index_retriever(out)

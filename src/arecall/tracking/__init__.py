@@ -9,6 +9,7 @@ One store, one way to write a run, one module per product's logging:
 - `arecall.tracking.run`: one run (`TrackedRun`), written within MLflow's limits;
 - `arecall.tracking.tracker`: the process a tracked ``arecall run`` logs through;
 - `arecall.tracking.provenance`: what a run says about its code, config and command;
+- `arecall.tracking.view`: the runs table's columns (the experiment's shared view);
 - `arecall.tracking.pipeline`, `arecall.tracking.vector`, `arecall.tracking.evaluate`,
   `arecall.tracking.sweep`: what each product logs (`arecall.tracking.sweep_callback` is the
   sweep's Hydra callback).

@@ -1,71 +1,170 @@
-"""What a pipeline run logs: its config, its Authorized-Recall metrics, proof, tables and reports.
+"""What a pipeline run logs: its headline, the corpus it measured, its tables and reports.
 
 One run per pipeline execution, whichever entry point ran it (``arecall run`` and its sweeps'
-points, the DVC ``track`` stage, ``arecall log``), with everything a comparison needs: the
-flattened config as params; every metric per K and placement, both as ``arecall_pre_at_5``-style
-names and as ``arecall_pre`` stepped by K, so the UI draws the curve; the proof's claims; the
-tables as MLflow tables (`arecall.core.tables`) and as Markdown; the vector experiment's table
-and metrics (`arecall.tracking.vector`); and the report files under ``reports/``.
+points, the DVC ``track`` stage, ``arecall log``), written to read like an experiment tracker's:
 
-The run is defined by `pipeline_run` (tags, params) and finished by `finish_pipeline_run` from
-the report files alone, so the tracker process (`arecall.tracking.tracker`) logs exactly what a
-run in-process would.
+- **metrics**: the Authorized-Recall headline only — ``headline.json``'s numbers per K
+  (``arecall_pre_at_5``, ``gap_nonempty_ci_low_at_5``…, `headline_metrics`) and the curves
+  ``arecall_post``, ``arecall_pre`` and ``recall`` stepped by K, so the UI draws them. The full
+  detail (every measure, count and p-value) is ``reports/metrics.json``;
+- **params**: the text pipeline's config, flattened (the vector experiment's are its own run's);
+- **the corpus** as an MLflow dataset input (`corpus_dataset`: name, content digest, source),
+  so the runs table's Dataset column names it and runs filter by it (``dataset.name``);
+- **the description** (``mlflow.note.content``): the run's tables in Markdown, shown first on
+  the run page;
+- **times**: the pipeline's own (its first stage's start, its last stage's end), so Duration is
+  what the user waited for the results, not how long logging took;
+- **artifacts**: ``tables.md`` and ``arecall_at_k.png`` at the top (MLflow's Compare shows top-
+  level artifacts side by side), the tables as MLflow tables, the proof, the report files under
+  ``reports/``, and ``diagnostics.json`` (how the rank stage stored the ranking);
+- **tags**: where the run came from (`arecall.tracking.provenance`) and what the store needs.
+
+The vector experiment, when the config asks for it (``vector_search.enabled``), is a run of its
+own nested in this one (`arecall.tracking.vector`). The run is defined by `pipeline_run` (tags,
+params) and finished by `finish_pipeline_run` from the report files alone, so the tracker
+process (`arecall.tracking.tracker`) logs exactly what a run in-process would.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
-from contextlib import suppress
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from arecall.core.measures import PIPELINE, Kind, mlflow_metrics, per_k_keys
-from arecall.core.tables import main_table, restricted_table
+from arecall.core.tables import headline, main_table, restricted_table
 from arecall.tracking.ends import interruptible
-from arecall.tracking.provenance import provenance
-from arecall.tracking.run import TrackedRun, flatten, upload_bar
+from arecall.tracking.provenance import provenance, source_tags
+from arecall.tracking.run import TrackedRun, flatten, staged_artifacts, upload_bar
 from arecall.tracking.store import open_store, tracking_uri
 from arecall.tracking.sweep import PARENT_ENV
-from arecall.tracking.vector import TABLE as VECTOR_TABLE
-from arecall.tracking.vector import cache_tag, read_vector_table, vector_metrics
+from arecall.tracking.vector import VECTOR_REPORTS, log_vector_run, read_vector_table
+from arecall.tracking.view import VIEW_TAG, runs_view
 
 __all__ = [
-    "METRIC_KEYS",
+    "CURVES",
+    "HEADLINE_CI",
+    "corpus_dataset",
     "experiment_name",
     "finish_pipeline_run",
+    "headline_from_metrics",
+    "headline_metrics",
+    "log_nested_runs",
     "log_run",
     "logged_runs",
-    "pipeline_metrics",
     "pipeline_run",
-    "publish_artifacts",
     "reports_digest",
-    "staged_artifacts",
 ]
 
-#: Per-K means logged as MLflow metrics (counts are logged apart).
-METRIC_KEYS = per_k_keys({n: m for n, m in PIPELINE.items() if m.kind != Kind.COUNT})
+#: The headline's curves, logged again stepped by K (the UI draws them): what the plot shows.
+CURVES = ("arecall_post", "arecall_pre", "recall")
+#: headline.json's confidence-interval keys → their MLflow names, as `mlflow_metrics` names the
+#: CI of every other per-K value (``<name>_ci_low``).
+HEADLINE_CI = {
+    "gap_nonempty_low": "gap_nonempty_ci_low",
+    "gap_nonempty_high": "gap_nonempty_ci_high",
+}
 
 
-def pipeline_metrics(
-    metrics: Mapping[str, Any],
+def headline_metrics(
+    headline: Mapping[str, Any],
 ) -> tuple[dict[str, float], list[tuple[str, float, int]]]:
-    """A ``metrics.json`` as MLflow metrics: flat ``<measure>_at_<k>`` names, and the per-K means
-    again as (name, value, K) steps, so the UI draws each curve."""
-    flat: dict[str, float] = {"mrr": metrics["mrr"]}
-    if metrics["total_relevant"]:
-        flat["unauthorized_relevant_share"] = (
-            metrics["unauthorized_relevant"] / metrics["total_relevant"]
-        )
-    flat.update(mlflow_metrics(metrics["k"], (*METRIC_KEYS, "n_nonempty")))
+    """A ``headline.json`` as MLflow metrics: ``<key>_at_<k>``, and `CURVES` stepped by K.
+
+    Examples
+    --------
+    >>> row = {"arecall_pre": 0.9, "gap_nonempty_low": 0.1}
+    >>> flat, stepped = headline_metrics({"k": {"5": row}})
+    >>> flat, stepped
+    ({'arecall_pre_at_5': 0.9, 'gap_nonempty_ci_low_at_5': 0.1}, [('arecall_pre', 0.9, 5)])
+    """
+    from arecall.core.measures import mlflow_key
+
+    flat: dict[str, float] = {}
+    for k, row in headline["k"].items():
+        for key, value in row.items():
+            if value is not None:
+                flat[mlflow_key(HEADLINE_CI.get(key, key), k)] = float(value)
     stepped = [
         (key, float(row[key]), int(k))
-        for k, row in metrics["k"].items()
-        for key in METRIC_KEYS
+        for k, row in headline["k"].items()
+        for key in CURVES
         if row.get(key) is not None
     ]
     return flat, stepped
+
+
+def headline_from_metrics(metrics: Mapping[str, float]) -> dict[str, Any]:
+    """A run's headline back from its MLflow metrics: ``headline.json``'s shape and keys.
+
+    Examples
+    --------
+    >>> headline_from_metrics({"arecall_pre_at_5": 0.9, "gap_nonempty_ci_low_at_5": 0.1,
+    ...                        "arecall_pre": 0.9, "mrr": 1.0})
+    {'k': {'5': {'arecall_pre': 0.9, 'gap_nonempty_low': 0.1}}}
+    """
+    import re
+
+    back = {mlflow_name: key for key, mlflow_name in HEADLINE_CI.items()}
+    per_k: dict[int, dict[str, float]] = {}
+    for name, value in metrics.items():
+        match = re.fullmatch(r"(?P<key>\w+?)_at_(?P<k>\d+)", name)
+        if match is None:
+            continue
+        key = back.get(match["key"], match["key"])
+        per_k.setdefault(int(match["k"]), {})[key] = float(value)
+    return {"k": {str(k): per_k[k] for k in sorted(per_k)}}
+
+
+def corpus_dataset(cfg: Mapping[str, Any], corpus_dir: str | Path) -> dict[str, str] | None:
+    """The corpus a run measured, as an MLflow dataset: name, content digest, source, profile.
+
+    The digest is of the generated collection (documents, queries, judgments and the ACL the
+    authorization model applied): two runs with the same digest measured the same data. The
+    name is the corpus option, with its directory for one read from disk
+    (``seed_json:my_corpus``). None when the collection was not written.
+
+    Examples
+    --------
+    >>> corpus_dataset({"corpus": {"name": "discovery"}}, "/nonexistent") is None
+    True
+    """
+    from arecall.io.digest import files_digest
+
+    files = sorted(Path(corpus_dir).glob("*.parquet"))
+    if not files:
+        return None
+    corpus = dict(cfg["corpus"])
+    where = corpus.get("path")
+    name = f"{corpus['name']}:{Path(str(where)).name}" if where else str(corpus["name"])
+    source: dict[str, Any]
+    if where:
+        source_type, source = "local", {"uri": str(Path(str(where)).resolve())}
+    else:
+        source_type = "code"
+        source = {"generator": f"arecall.data.sources.{corpus['name']}", "config": corpus}
+    profile = {"profiles": (cfg.get("profiles") or {}).get("name"), **_sizes(files)}
+    return {
+        "name": name,
+        "digest": files_digest((f.name, f) for f in files)[:12],
+        "source_type": source_type,
+        "source": json.dumps(source, default=str, sort_keys=True),
+        "profile": json.dumps(profile),
+        "context": "evaluation",
+    }
+
+
+def _sizes(files: Sequence[Path]) -> dict[str, int]:
+    """Documents, queries and principals of a collection, from its Parquet footers."""
+    import pyarrow.parquet as pq
+
+    by_name = {f.stem: f for f in files}
+    return {
+        table: pq.read_metadata(by_name[table]).num_rows
+        for table in ("documents", "queries", "principals")
+        if table in by_name
+    }
 
 
 def pipeline_run(
@@ -73,25 +172,32 @@ def pipeline_run(
     *,
     root: str | Path = ".",
     run_name: str | None = None,
+    entry: str = "arecall run",
+    command: str | None = None,
     tags: Mapping[str, str] | None = None,
     parent_run_id: str | None = None,
     results: tuple[str, str] | None = None,
+    start_time: int | None = None,
 ) -> TrackedRun:
     """The `TrackedRun` of one pipeline execution (not yet started): its tags and params.
+
+    ``entry`` is the entry point that ran it (``arecall run``, ``arecall run -m``, ``dvc exp
+    run --queue``…) and ``command`` what the user typed (default: this process's command
+    line); ``start_time`` when its first stage started (epoch ms).
 
     Examples
     --------
     >>> from arecall.pipeline.config import default_config
-    >>> run = pipeline_run(default_config(), root="/repo")
-    >>> run.tags["arecall.corpus"], run.params["retriever.name"], run.on_error
-    ('discovery', 'tfidf', 'fail')
+    >>> run = pipeline_run(default_config(), root="/repo", entry="dvc repro", command="dvc repro")
+    >>> run.tags["mlflow.source.name"], run.params["retriever.name"], run.on_error
+    ('dvc repro', 'tfidf', 'fail')
+    >>> any(key.startswith("vector_search.") for key in run.params)
+    False
     """
     run_tags = {
         **provenance(cfg, root),
-        "arecall.corpus": str(cfg["corpus"]["name"]),
-        "arecall.retriever": str((cfg.get("retriever") or {}).get("name", "")),
-        "arecall.index": str((cfg.get("index") or {}).get("name", "none")),
-        "arecall.profiles": str(cfg["profiles"]["name"]),
+        **source_tags(entry, command),
+        "arecall.kind": "pipeline",
         **(tags or {}),
     }
     parent = parent_run_id or os.environ.get(PARENT_ENV)
@@ -103,9 +209,11 @@ def pipeline_run(
         experiment_name(cfg),
         run_name=os.environ.get("DVC_EXP_NAME") or run_name,
         tags=run_tags,
-        params=flatten({k: v for k, v in cfg.items() if k != "hydra"}),
+        params=flatten({k: v for k, v in cfg.items() if k not in ("hydra", "vector_search")}),
         results=results,
         on_error=str(tracking.get("on_error", "fail")),
+        start_time=start_time,
+        experiment_tags={VIEW_TAG: runs_view((cfg.get("evaluation") or {}).get("ks") or [])},
     )
 
 
@@ -113,70 +221,97 @@ def finish_pipeline_run(
     run: TrackedRun,
     reports: Mapping[str, Path],
     *,
+    config: Mapping[str, Any] | None = None,
+    corpus: Path | None = None,
     vector: Any = None,
     rank_info: Path | None = None,
+    end_time: int | None = None,
+    vector_times: tuple[int, int] | None = None,
     progress: Callable[[str], None] | None = None,
     end: bool = True,
 ) -> str | None:
-    """Log a pipeline's reports (metrics, proof, tables, vector table) and end ``run`` FINISHED.
+    """Log a pipeline's reports and end ``run`` FINISHED; then its vector run, if asked for.
+
+    ``config`` is the run's composed config (the corpus's dataset, whether the vector
+    experiment is on, its section); ``corpus`` the generated collection's directory;
+    ``rank_info`` the rank stage's ``rank.json`` (into ``diagnostics.json``); ``end_time``
+    when the last stage ended (epoch ms). The vector experiment's run (`log_vector_run`) is
+    nested in this one, timed by ``vector_times``; its id is ``run.nested["vector_search"]``.
 
     The upload draws a tqdm bar of its `UPLOAD_STEPS` on a terminal, or tells ``progress``
     (the tracker process tells the run's process, which draws it). With ``end=False`` the run
     stays RUNNING for its owner to end (`TrackedRun.upload`: the tracker process waits for the
-    run's process to say how it ended); a store failure is then left to `report_failure`.
-
-    ``rank_info`` (the rank stage's ``rank.json``) adds how the ranking was stored as
-    ``arecall.rank.<field>`` tags, so a run shows which representation its depth chose.
+    run's process to say how it ended, then logs the nested runs, `log_nested_runs`); a store
+    failure is then left to `report_failure`.
     """
 
     def read(name: str) -> Any:
         path = reports.get(name)
         return json.loads(Path(path).read_text(encoding="utf-8")) if path else None
 
-    metrics, proof = read("metrics"), read("proof")
-    flat, stepped = pipeline_metrics(metrics) if metrics else ({}, [])
-    claims = proof["claims"] if proof else []
-    if proof:
-        flat["proof_claims_passed"] = float(sum(c["passed"] for c in claims))
-        flat["proof_claims_failed"] = float(sum(not c["passed"] for c in claims))
-    vector = read_vector_table(reports, vector)
-    keys: dict[str, str] = {}
-    if vector is not None:
-        vector_flat, keys = vector_metrics(vector)
-        flat.update(vector_flat)
+    metrics, proof, line = read("metrics"), read("proof"), read("headline")
+    if line is None and metrics:  # results from before headline.json: the same numbers
+        line = headline(metrics)
+    flat, stepped = headline_metrics(line) if line else ({}, [])
 
     tables: dict[str, Any] = {}
     if metrics:
         tables["tables/arecall_at_k.json"] = main_table(metrics)
         tables["tables/arecall_at_k_nonempty.json"] = restricted_table(metrics)
     if proof:
-        tables["tables/proof.json"] = _proof_frame(claims)
-    if vector is not None:
-        tables[VECTOR_TABLE] = vector
+        tables["tables/proof.json"] = _proof_frame(proof["claims"])
     documents: dict[str, Any] = {}
     if proof:
         documents["proof/proof.json"] = proof
-    if keys:
-        documents["keys.json"] = keys
+    if rank_info is not None and Path(rank_info).is_file():
+        stored = json.loads(Path(rank_info).read_text(encoding="utf-8"))
+        documents["diagnostics.json"] = {"rank": stored.get("representation", {})}
+    own = {name: path for name, path in reports.items() if name not in VECTOR_REPORTS}
     tags = {"arecall.reports_digest": reports_digest(reports)}
     if tables:  # what MlflowClient.log_table records, so the UI lists them as tables
         tags["mlflow.loggedArtifacts"] = json.dumps([{"path": p, "type": "table"} for p in tables])
-    if rank_info is not None and Path(rank_info).is_file():
-        stored = json.loads(Path(rank_info).read_text(encoding="utf-8")).get("representation", {})
-        tags.update({f"arecall.rank.{field}": str(value) for field, value in stored.items()})
-    cache = cache_tag(vector)
-    if cache:
-        tags["arecall.vectors_cache"] = cache
+    if own.get("tables"):
+        tags["mlflow.note.content"] = Path(own["tables"]).read_text(encoding="utf-8")
+    top = {Path(own[n]).name: Path(own[n]) for n in ("tables", "plot") if own.get(n)}
+    dataset = corpus_dataset(config, corpus) if config and corpus is not None else None
 
     def artifacts(client: Any, run_id: str) -> None:
-        staged_artifacts(client, run_id, tables, documents, reports)
+        staged_artifacts(client, run_id, tables, documents, own, top)
+
+    inputs = [dataset] if dataset else []
+
+    def finish(step: Callable[[str], None]) -> str | None:
+        run_id = run.finish(
+            flat, stepped, artifacts, tags=tags, progress=step, inputs=inputs, end_time=end_time
+        )
+        if run_id is not None:
+            log_nested_runs(run, reports, config=config, vector=vector, times=vector_times)
+        return run_id
 
     if not end:
-        return run.upload(flat, stepped, artifacts, tags=tags, progress=progress)
+        return run.upload(flat, stepped, artifacts, tags=tags, progress=progress, inputs=inputs)
     if progress is not None:
-        return run.finish(flat, stepped, artifacts, tags=tags, progress=progress)
+        return finish(progress)
     with upload_bar() as bar:
-        return run.finish(flat, stepped, artifacts, tags=tags, progress=lambda _: bar.update(1))
+        return finish(lambda _: bar.update(1))
+
+
+def log_nested_runs(
+    run: TrackedRun,
+    reports: Mapping[str, Path],
+    *,
+    config: Mapping[str, Any] | None,
+    vector: Any = None,
+    times: tuple[int, int] | None = None,
+) -> None:
+    """Log the runs nested in a finished pipeline run: the vector experiment's, when the
+    config asks for it (``vector_search.enabled``); their ids go to ``run.nested``."""
+    section = (config or {}).get("vector_search") or {}
+    if run.run_id is None or not section.get("enabled"):
+        return
+    table = read_vector_table(reports, vector)
+    if table is not None:
+        run.nested["vector_search"] = log_vector_run(run, section, table, reports, times=times)
 
 
 def reports_digest(reports: Mapping[str, Path]) -> str:
@@ -199,81 +334,24 @@ def reports_digest(reports: Mapping[str, Path]) -> str:
     return files_digest((path.name, path) for path in paths if path.is_file())
 
 
-def logged_runs(uri: str, experiment: str, digest: str) -> list[str]:
-    """Ids of the FINISHED runs of ``experiment`` whose reports have ``digest``."""
+def logged_runs(
+    uri: str, experiment: str, digest: str, *, dvc_experiment: str | None = None
+) -> list[str]:
+    """Ids of the FINISHED pipeline runs of ``experiment`` whose reports have ``digest``.
+
+    With ``dvc_experiment``, only the runs of that DVC experiment (its name is their
+    ``arecall.dvc_experiment`` tag).
+    """
     with open_store(uri, orphans=False) as client:
         found = client.get_experiment_by_name(experiment)
         if found is None:
             return []
-        runs = client.search_runs(
-            [found.experiment_id],
-            filter_string=(
-                f"tags.`arecall.reports_digest` = '{digest}' and attributes.status = 'FINISHED'"
-            ),
-        )
+        where = f"tags.`arecall.reports_digest` = '{digest}' and attributes.status = 'FINISHED'"
+        if dvc_experiment is not None:
+            name = dvc_experiment.replace("'", "\\'")
+            where += f" and tags.`arecall.dvc_experiment` = '{name}'"
+        runs = client.search_runs([found.experiment_id], filter_string=where)
         return [str(r.info.run_id) for r in runs]
-
-
-def staged_artifacts(
-    client: Any,
-    run_id: str,
-    tables: Mapping[str, Any],
-    documents: Mapping[str, Any],
-    reports: Mapping[str, Path],
-) -> None:
-    """Write every artifact into one staging directory, then publish it whole or not at all.
-
-    MLflow's ``log_table`` / ``log_dict`` are a store round trip each (a ``log_table`` three:
-    it reads the run back to extend a tag); the files are the same: tables as pandas'
-    ``orient="split"`` JSON (what ``log_table`` writes and ``load_table`` reads), documents as
-    indented JSON, ``tables.md`` under ``tables/`` and the report files under ``reports/``.
-    They go to the run's artifact repository file by file (`publish_artifacts`), not with
-    ``log_artifacts``, whose copy into a local store leaves a truncated file when the disk
-    fills.
-    """
-    import shutil
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="arecall-artifacts-") as tmp:
-        root = Path(tmp)
-        for name, frame in tables.items():
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            frame.to_json(root / name, orient="split", index=False, date_format="iso")
-        for name, data in documents.items():
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            (root / name).write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
-        (root / "reports").mkdir()
-        if reports.get("tables"):
-            (root / "tables").mkdir(exist_ok=True)
-            shutil.copyfile(reports["tables"], root / "tables" / "tables.md")
-        for path in reports.values():
-            if Path(path).is_file():
-                shutil.copyfile(path, root / "reports" / Path(path).name)
-        publish_artifacts(client, run_id, root)
-
-
-def publish_artifacts(client: Any, run_id: str, root: Path) -> None:
-    """Log every file under ``root`` as the run's artifacts: all of them whole, or none.
-
-    Each file goes through the artifact repository's ``log_artifact``, which MLflow writes to
-    a temporary file and renames into place in a local store, so no reader ever sees a
-    truncated file. If any fails (a full disk, a lost server), the artifacts this call
-    published are deleted again and the error is raised: the run then ends FAILED and says
-    where the results are, and ``arecall log`` publishes them later, whole.
-    """
-    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
-
-    repo = get_artifact_repository(client.get_run(run_id).info.artifact_uri)
-    tops = sorted(p.name for p in root.iterdir())
-    try:
-        for path in sorted(p for p in root.rglob("*") if p.is_file()):
-            where = path.parent.relative_to(root).as_posix()
-            repo.log_artifact(str(path), None if where == "." else where)
-    except BaseException:
-        for top in tops:  # best effort: the error that stopped the upload is the one to tell
-            with suppress(Exception):
-                repo.delete_artifacts(top)
-        raise
 
 
 def log_run(
@@ -282,21 +360,30 @@ def log_run(
     *,
     root: str | Path = ".",
     run_name: str | None = None,
+    entry: str = "arecall run",
+    command: str | None = None,
     tags: Mapping[str, str] | None = None,
     parent_run_id: str | None = None,
     vector: Any = None,
     results: tuple[str, str] | None = None,
     rank_info: Path | None = None,
+    corpus: Path | None = None,
+    times: tuple[int, int] | None = None,
+    vector_times: tuple[int, int] | None = None,
+    nested: dict[str, str | None] | None = None,
 ) -> str | None:
     """Log one finished pipeline execution to MLflow and return its run id.
 
     Parameters
     ----------
     cfg : mapping
-        The composed configuration (logged flattened as params).
+        The composed configuration (the text pipeline's logged flattened as params).
     reports : mapping of name → path
-        Any of ``metrics``, ``proof``, ``tables`` (the text pipeline) and ``vector_csv`` (the
-        vector-index table); every file is also logged as an artifact under ``reports/``.
+        Any of `arecall.pipeline.layout.Layout.REPORTS` (``metrics``, ``headline``, ``tables``,
+        ``vector_csv``…); the pipeline's files are logged under ``reports/``, the vector
+        experiment's in its own nested run.
+    entry, command : str
+        The entry point that ran it and the command (`pipeline_run`).
     vector : DataFrame, optional
         The vector-index table with its wall-clock ``qps`` column (default: read
         ``vector_csv``, which has no timings).
@@ -308,7 +395,13 @@ def log_run(
     results : (where, log argument), optional
         Named by the one-line message if the store cannot be written.
     rank_info : path, optional
-        The rank stage's ``rank.json``: logged as ``arecall.rank.*`` tags when it exists.
+        The rank stage's ``rank.json``: logged in ``diagnostics.json`` when it exists.
+    corpus : path, optional
+        The generated collection: logged as the run's dataset input.
+    times, vector_times : (start, end) in epoch ms, optional
+        When the pipeline's stages (and the vector experiment) ran: the runs' own times.
+    nested : dict, optional
+        Filled with the ids of the runs nested in this one, by name (``vector_search``).
 
     Returns
     -------
@@ -330,11 +423,31 @@ def log_run(
     32
     """
     run = pipeline_run(
-        cfg, root=root, run_name=run_name, tags=tags, parent_run_id=parent_run_id, results=results
+        cfg,
+        root=root,
+        run_name=run_name,
+        entry=entry,
+        command=command,
+        tags=tags,
+        parent_run_id=parent_run_id,
+        results=results,
+        start_time=times[0] if times else None,
     )
     with interruptible(), run:
         run.start()
-        return finish_pipeline_run(run, reports, vector=vector, rank_info=rank_info)
+        run_id = finish_pipeline_run(
+            run,
+            reports,
+            config=cfg,
+            corpus=corpus,
+            vector=vector,
+            rank_info=rank_info,
+            end_time=times[1] if times else None,
+            vector_times=vector_times,
+        )
+    if nested is not None:
+        nested.update(run.nested)
+    return run_id
 
 
 def experiment_name(cfg: Mapping[str, Any]) -> str:

@@ -13,11 +13,13 @@ past MLflow's limit is cut and kept in full as ``params_full.json``.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Any
 
 from arecall.tracking.ends import RunBlock, error_text, finished, held_signals
@@ -31,13 +33,23 @@ from arecall.tracking.store import (
 )
 
 __all__ = [
+    "EXPERIMENT_KIND",
     "UPLOAD_STEPS",
     "Artifacts",
     "TrackedRun",
     "flatten",
+    "logged_line",
+    "now_ms",
+    "publish_artifacts",
     "safe_key",
+    "staged_artifacts",
     "upload_bar",
 ]
+
+#: The experiment tag MLflow's UI reads to choose its layout, and the value that opens on the
+#: runs table (MLflow's "Machine learning" kind; without it MLflow 3 opens a GenAI overview of
+#: traces, which arecall never logs).
+EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 
 #: What a run's upload does, in order: the steps of its progress bar.
 UPLOAD_STEPS = ("params, metrics and tags", "artifacts", "status")
@@ -97,6 +109,24 @@ def _params(flat: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
 Artifacts = Callable[[Any, str], None]
 
 
+def logged_line(run_id: str, uri: str, what: str = "") -> str:
+    """The line every tracked command prints for each run it logged: its id and its store.
+
+    Examples
+    --------
+    >>> logged_line("ab12", "sqlite:///mlflow.db")
+    'mlflow: logged run ab12 to sqlite:///mlflow.db'
+    >>> logged_line("cd34", "sqlite:///mlflow.db", "vector_search, nested in ab12")
+    'mlflow: logged run cd34 (vector_search, nested in ab12) to sqlite:///mlflow.db'
+    """
+    return f"mlflow: logged run {run_id}{f' ({what})' if what else ''} to {uri}"
+
+
+def now_ms() -> int:
+    """The time now as MLflow stores it: milliseconds since the epoch."""
+    return int(time.time() * 1000)
+
+
 class TrackedRun(RunBlock):
     """One MLflow run, written through `open_store`; ends FAILED or KILLED if the block fails.
 
@@ -133,12 +163,20 @@ class TrackedRun(RunBlock):
         params: Mapping[str, str] | None = None,
         results: tuple[str, str] | None = None,
         on_error: str = "fail",
+        start_time: int | None = None,
+        experiment_tags: Mapping[str, str] | None = None,
     ) -> None:
         self.uri, self.experiment, self.run_name = uri, experiment, run_name
+        #: tags the experiment must hold (set when it is created, updated when they differ)
+        self.experiment_tags = dict(experiment_tags or {})
+        #: when the work the run reports began (epoch ms); None: when the run is created
+        self.start_time = start_time
         self.tags = {**owner_tags(), **(tags or {})}  # (the tracker is sent its owner's)
         self.params = dict(params or {})
         self.results, self.on_error = results, on_error
         self.run_id: str | None = None
+        #: runs this one's logging nested in it, by name (the vector experiment's)
+        self.nested: dict[str, str | None] = {}
         self._failure: BaseException | None = None
         self._ended = False
         self._uploaded = False
@@ -153,9 +191,14 @@ class TrackedRun(RunBlock):
         """
         try:
             with open_store(self.uri) as client:
-                experiment = _experiment_id(client, self.experiment, self.uri)
+                experiment = _experiment_id(client, self.experiment, self.uri, self.experiment_tags)
                 with held_signals():  # a run created is a run whose id its owner knows
-                    run = client.create_run(experiment, run_name=self.run_name, tags=self.tags)
+                    run = client.create_run(
+                        experiment,
+                        start_time=self.start_time,
+                        run_name=self.run_name,
+                        tags=self.tags,
+                    )
                     self.run_id = str(run.info.run_id)
         except Exception as exc:  # any store failure: the results come first
             self._failure = exc
@@ -195,12 +238,16 @@ class TrackedRun(RunBlock):
         *,
         tags: Mapping[str, str] | None = None,
         progress: Callable[[str], None] | None = None,
+        inputs: Sequence[Mapping[str, str]] = (),
     ) -> str | None:
-        """Log params, metrics and ``tags`` (one batch) and artifacts; the run stays RUNNING.
+        """Log params, metrics and ``tags`` (one batch), ``inputs`` and artifacts; the run stays
+        RUNNING.
 
         Returns the run id, or None when the store could not be written: the run is then ended
         FAILED (if the store still takes that) and the failure kept for `report_failure`.
-        ``progress`` is told the first two `UPLOAD_STEPS` as they are done.
+        ``progress`` is told the first two `UPLOAD_STEPS` as they are done. ``inputs`` are MLflow
+        datasets (`mlflow.entities.Dataset`'s fields; ``context`` its input tag), what the runs
+        table's Dataset column shows.
         """
         if self._failure is None:
             try:
@@ -208,6 +255,8 @@ class TrackedRun(RunBlock):
                     assert self.run_id is not None
                     done = progress or (lambda step: None)
                     self._log_params_with(client, metrics=metrics, stepped=stepped, tags=tags)
+                    if inputs:
+                        _log_inputs(client, self.run_id, inputs)
                     done(UPLOAD_STEPS[0])
                     if artifacts is not None:
                         artifacts(client, self.run_id)
@@ -227,14 +276,21 @@ class TrackedRun(RunBlock):
         *,
         tags: Mapping[str, str] | None = None,
         progress: Callable[[str], None] | None = None,
+        inputs: Sequence[Mapping[str, str]] = (),
+        end_time: int | None = None,
     ) -> str | None:
         """Log params, metrics and ``tags`` (one batch) and artifacts; end FINISHED; the run id.
 
         None when the store could not be written and ``on_error`` is ``warn``. ``progress`` is
-        told each of the `UPLOAD_STEPS` as it is done (a bar for a slow store).
+        told each of the `UPLOAD_STEPS` as it is done (a bar for a slow store). ``inputs``: as
+        `upload`; ``end_time`` (epoch ms) when the work ended (default: now).
         """
-        if self.upload(metrics, stepped, artifacts, tags=tags, progress=progress) is not None:
-            self.end("FINISHED")  # a store that refuses it: FAILED, kept for report_failure
+        uploaded = self.upload(
+            metrics, stepped, artifacts, tags=tags, progress=progress, inputs=inputs
+        )
+        if uploaded is not None:
+            # a store that refuses it: FAILED, kept for report_failure
+            self.end("FINISHED", end_time=end_time)
             if self.status == "FINISHED":
                 (progress or (lambda step: None))(UPLOAD_STEPS[2])
                 return self.run_id
@@ -260,8 +316,16 @@ class TrackedRun(RunBlock):
             return None
         raise TrackingError(what) from None
 
-    def end(self, status: str, error: BaseException | str | None = None) -> None:
+    def end(
+        self,
+        status: str,
+        error: BaseException | str | None = None,
+        *,
+        end_time: int | None = None,
+    ) -> None:
         """End the run with ``status`` (FAILED, KILLED), the error as a tag; never raises.
+
+        ``end_time`` (epoch ms): when the work ended (default: now).
 
         ``error`` is the exception, or its ``Type: message`` text (sent by another process). A
         run ended FINISHED already is ended KILLED again by a KILLED end (a signal came as it
@@ -286,7 +350,7 @@ class TrackedRun(RunBlock):
                 else:
                     self._log_params_with(client, tags=tags)
                 with held_signals():
-                    client.set_terminated(self.run_id, status)
+                    client.set_terminated(self.run_id, status, end_time=end_time)
                     self._status = status
                     if status == "FINISHED":
                         finished(self)
@@ -323,17 +387,52 @@ class TrackedRun(RunBlock):
             pass
 
 
-def _experiment_id(client: Any, name: str, uri: str) -> str:
+def _experiment_id(client: Any, name: str, uri: str, tags: Mapping[str, str] | None = None) -> str:
+    """The experiment ``name``'s id: created with `EXPERIMENT_KIND` and ``tags``, or given them.
+
+    An experiment made before arecall set the kind (or one whose kind the UI only inferred) is
+    updated; a kind a user chose in the UI is left as they chose it. A tag of ``tags`` the
+    experiment lacks or holds with another value is set (one call each).
+    """
+    key, kind = EXPERIMENT_KIND
+    wanted = {key: kind, **(tags or {})}
     experiment = client.get_experiment_by_name(name)
-    if experiment is not None:
-        return str(experiment.experiment_id)
-    try:
-        return create_experiment(client, uri, name)
-    except Exception:  # created meanwhile by another client of a server
-        experiment = client.get_experiment_by_name(name)
-        if experiment is None:
-            raise
-        return str(experiment.experiment_id)
+    if experiment is None:
+        try:
+            return create_experiment(client, uri, name, tags=wanted)
+        except Exception:  # created meanwhile by another client of a server
+            experiment = client.get_experiment_by_name(name)
+            if experiment is None:
+                raise
+    held = experiment.tags or {}
+    current = held.get(key)
+    if current is None or current.endswith("_inferred") or current == "no_inferred_type":
+        client.set_experiment_tag(experiment.experiment_id, key, kind)
+    for tag, value in (tags or {}).items():
+        if held.get(tag) != value:
+            client.set_experiment_tag(experiment.experiment_id, tag, value)
+    return str(experiment.experiment_id)
+
+
+def _log_inputs(client: Any, run_id: str, inputs: Sequence[Mapping[str, str]]) -> None:
+    """Log datasets as the run's inputs (name, digest, source; ``context``: the input's tag)."""
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+    from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
+
+    datasets = [
+        DatasetInput(
+            Dataset(
+                name=d["name"],
+                digest=d["digest"],
+                source_type=d["source_type"],
+                source=d["source"],
+                profile=d.get("profile"),
+            ),
+            tags=[InputTag(MLFLOW_DATASET_CONTEXT, d["context"])] if d.get("context") else [],
+        )
+        for d in inputs
+    ]
+    client.log_inputs(run_id, datasets=datasets)
 
 
 def _log_batches(
@@ -366,6 +465,69 @@ def _log_batches(
         client.log_batch(run_id, metrics=m, params=p, tags=t)
         calls += 1
     return calls
+
+
+def staged_artifacts(
+    client: Any,
+    run_id: str,
+    tables: Mapping[str, Any],
+    documents: Mapping[str, Any],
+    reports: Mapping[str, Path],
+    top: Mapping[str, Path] | None = None,
+) -> None:
+    """Write every artifact into one staging directory, then publish it whole or not at all.
+
+    MLflow's ``log_table`` / ``log_dict`` / ``log_artifact`` are a store round trip each (a
+    ``log_table`` three: it reads the run back to extend a tag), about two seconds for a
+    pipeline run; the files are the same: tables as pandas' ``orient="split"`` JSON (what
+    ``log_table`` writes and ``load_table`` reads), documents as indented JSON, the report
+    files under ``reports/``, and ``top`` (name → file) at the top, where MLflow's Compare
+    looks. They go to the run's artifact repository file by file (`publish_artifacts`), not
+    with ``log_artifacts``, whose copy into a local store leaves a truncated file when the
+    disk fills.
+    """
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="arecall-artifacts-") as tmp:
+        root = Path(tmp)
+        for name, frame in tables.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            frame.to_json(root / name, orient="split", index=False, date_format="iso")
+        for name, data in documents.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+        for name, path in (top or {}).items():
+            shutil.copyfile(path, root / name)
+        (root / "reports").mkdir()
+        for path in reports.values():
+            if Path(path).is_file():
+                shutil.copyfile(path, root / "reports" / Path(path).name)
+        publish_artifacts(client, run_id, root)
+
+
+def publish_artifacts(client: Any, run_id: str, root: Path) -> None:
+    """Log every file under ``root`` as the run's artifacts: all of them whole, or none.
+
+    Each file goes through the artifact repository's ``log_artifact``, which MLflow writes to
+    a temporary file and renames into place in a local store, so no reader ever sees a
+    truncated file. If any fails (a full disk, a lost server), the artifacts this call
+    published are deleted again and the error is raised: the run then ends FAILED and says
+    where the results are, and ``arecall log`` publishes them later, whole.
+    """
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+    repo = get_artifact_repository(client.get_run(run_id).info.artifact_uri)
+    tops = sorted(p.name for p in root.iterdir())
+    try:
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            where = path.parent.relative_to(root).as_posix()
+            repo.log_artifact(str(path), None if where == "." else where)
+    except BaseException:
+        for top in tops:  # best effort: the error that stopped the upload is the one to tell
+            with suppress(Exception):
+                repo.delete_artifacts(top)
+        raise
 
 
 @contextmanager

@@ -22,7 +22,7 @@ import logging
 import os
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -276,8 +276,10 @@ def artifact_root(uri: str) -> Path | None:
     return None if path is None else Path(os.path.abspath(path)).parent / "mlruns"
 
 
-def create_experiment(client: Any, uri: str, name: str) -> str:
-    """Create experiment ``name``; a sqlite store's keeps its artifacts beside the store.
+def create_experiment(
+    client: Any, uri: str, name: str, tags: Mapping[str, str] | None = None
+) -> str:
+    """Create experiment ``name`` with ``tags``; a sqlite store's keeps its artifacts beside it.
 
     The location is MLflow's own layout, ``mlruns/<experiment id>``, rooted at
     `artifact_root` instead of the current directory: MLflow's store assigns the id, so the
@@ -295,10 +297,13 @@ def create_experiment(client: Any, uri: str, name: str) -> str:
     """
     root = artifact_root(uri)
     if root is None:
-        return str(client.create_experiment(name))
+        return str(client.create_experiment(name, tags=dict(tags or {})))
+    from mlflow.entities import ExperimentTag
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
-    return str(SqlAlchemyStore(uri, str(root)).create_experiment(name))
+    store = SqlAlchemyStore(uri, str(root))
+    tagged = [ExperimentTag(key, value) for key, value in (tags or {}).items()]
+    return str(store.create_experiment(name, tags=tagged))
 
 
 def _create_if_empty(uri: str) -> None:

@@ -2,10 +2,11 @@
 
 ``arecall run -m`` (any launcher) opens the parent run before the launcher starts a job and puts
 its id in $ARECALL_PARENT_RUN_ID (`PARENT_ENV`), which every job inherits, so each point's
-`arecall.tracking.pipeline.pipeline_run` nests under it. `end_sweep` ends it: FAILED if a point
-failed, else as the sweep ended. The Hydra callback that calls these is
-`arecall.tracking.sweep_callback.SweepCallback`; this module imports no Hydra, so logging a single
-run (the tracker process, the DVC track stage) does not pay for it.
+`arecall.tracking.pipeline.pipeline_run` nests under it. When the sweep ends, its points'
+comparison is logged to it and printed (`arecall.tracking.sweep_callback.compare_points`), and
+`end_sweep` ends it: FAILED if a point failed, else as the sweep ended. The Hydra callback
+that calls these is `arecall.tracking.sweep_callback.SweepCallback`; this module imports no
+Hydra, so logging a single run (the tracker process, the DVC track stage) does not pay for it.
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ import os
 import sys
 from collections.abc import Sequence
 
-from arecall.tracking.run import TrackedRun
+from arecall.tracking.provenance import source_tags
+from arecall.tracking.run import TrackedRun, now_ms
 from arecall.tracking.store import open_store, tracking_uri
 
-__all__ = ["PARENT_ENV", "end_sweep", "start_sweep"]
+__all__ = ["PARENT_ENV", "SWEPT_ENV", "end_sweep", "start_sweep"]
 
 PARENT_ENV = "ARECALL_PARENT_RUN_ID"
+#: The keys a sweep varies (``retriever,profiles``): its points' runs are named after them.
+SWEPT_ENV = "ARECALL_SWEPT_KEYS"
 
 
 def start_sweep(experiment: str, overrides: Sequence[str]) -> str | None:
@@ -43,8 +47,13 @@ def start_sweep(experiment: str, overrides: Sequence[str]) -> str | None:
         tracking_uri("."),
         experiment,
         run_name="sweep " + " ".join(overrides),
-        tags={"arecall.entry": "arecall run -m", "arecall.sweep": "parent"},
+        tags={
+            **source_tags("arecall run -m"),
+            "arecall.sweep": "parent",
+            "arecall.kind": "sweep",
+        },
         params={f"sweep.override.{i}": o for i, o in enumerate(overrides)},
+        start_time=now_ms(),
     )
     run.start()
     run.log_params()
@@ -59,6 +68,7 @@ def end_sweep(status: str | None = None) -> None:
     Points still RUNNING (their process interrupted) are ended KILLED. Called when the sweep
     ends, and by ``arecall run`` when it ends early (an exception, a signal).
     """
+    os.environ.pop(SWEPT_ENV, None)
     run_id = os.environ.pop(PARENT_ENV, None)
     if run_id is None:
         return

@@ -179,6 +179,8 @@ class RemoteRun(RunBlock):
 
     def __init__(self, tracker: TrackerProcess, run: Any) -> None:
         self.tracker, self.run = tracker, run
+        #: the runs the tracker logged nested in this one, by name (the vector experiment's)
+        self.nested: dict[str, str | None] = {}
         self._open = False
         self._status: str | None = None
 
@@ -193,6 +195,8 @@ class RemoteRun(RunBlock):
             "params": run.params,
             "results": list(run.results) if run.results else None,
             "on_error": run.on_error,
+            "start_time": run.start_time,
+            "experiment_tags": run.experiment_tags,
         }
         self.tracker.send({"op": "start", "run": definition})
         self._open = True
@@ -207,11 +211,22 @@ class RemoteRun(RunBlock):
             if "error" in answer or any(key in answer for key in keys):
                 return answer
 
-    def finish(self, reports: Mapping[str, Path], *, vector: Any, rank_info: Path | None) -> Any:
+    def finish(
+        self,
+        reports: Mapping[str, Path],
+        *,
+        vector: Any,
+        rank_info: Path | None,
+        config: Mapping[str, Any] | None = None,
+        corpus: Path | None = None,
+        end_time: int | None = None,
+        vector_times: tuple[int, int] | None = None,
+    ) -> Any:
         """Log the reports and end the run FINISHED; the run id (None: store failed, ``warn``).
 
-        Raises `TrackingError` with the tracker's one line when the store could not be written
-        and ``on_error`` is ``fail``.
+        The arguments are `finish_pipeline_run`'s; the ids of the runs the tracker then nests in
+        this one (the vector experiment's) are in ``self.nested``. Raises `TrackingError` with
+        the tracker's one line when the store could not be written and ``on_error`` is ``fail``.
         """
         from arecall.tracking.run import upload_bar
         from arecall.tracking.store import TrackingError
@@ -225,6 +240,10 @@ class RemoteRun(RunBlock):
                 "reports": {name: str(path) for name, path in reports.items()},
                 "vector": table,
                 "rank_info": str(rank_info) if rank_info is not None else None,
+                "config": config,
+                "corpus": str(corpus) if corpus is not None else None,
+                "end_time": end_time,
+                "vector_times": list(vector_times) if vector_times else None,
             }
         )
         with upload_bar() as bar:
@@ -236,6 +255,7 @@ class RemoteRun(RunBlock):
                     if ended.get("ended") == "FINISHED":
                         self._status = "FINISHED"
                         finished(self)
+                    self.nested = dict(ended.get("nested") or {})
                 answer = {**ended, "uploaded": answer["uploaded"]}
                 bar.update(1)
         if "warning" not in answer and "error" not in answer:
@@ -302,7 +322,7 @@ def _serve(requests: IO[str], answers: IO[str], root: str) -> int:
     from arecall.tracking.store import TrackingError, tracking_uri
 
     _prewarm(tracking_uri(root))
-    from arecall.tracking.pipeline import finish_pipeline_run
+    from arecall.tracking.pipeline import finish_pipeline_run, log_nested_runs
     from arecall.tracking.run import TrackedRun
 
     def answer(message: Mapping[str, Any]) -> None:
@@ -314,6 +334,8 @@ def _serve(requests: IO[str], answers: IO[str], root: str) -> int:
             pass
 
     run: TrackedRun | None = None
+    ending: dict[str, Any] = {}
+    reports: dict[str, Path] = {}
     for line in requests:
         message = json.loads(line)
         op = message.get("op")
@@ -327,6 +349,8 @@ def _serve(requests: IO[str], answers: IO[str], root: str) -> int:
                 params=d["params"],
                 results=tuple(d["results"]) if d["results"] else None,
                 on_error="fail",  # the run's process reports it: a warning or an error
+                start_time=d.get("start_time"),
+                experiment_tags=d.get("experiment_tags"),
             )
             run.start()
         elif op == "finish" and run is not None:
@@ -339,12 +363,28 @@ def _serve(requests: IO[str], answers: IO[str], root: str) -> int:
                 vector.attrs.update(table["attrs"])
             reports = {name: Path(path) for name, path in message["reports"].items()}
             rank_info = Path(message["rank_info"]) if message["rank_info"] else None
+            times = message.get("vector_times")
+            # what the FINISHED end needs: its time, and the runs to nest in the run then
+            ending = {
+                "end_time": message.get("end_time"),
+                "config": message.get("config"),
+                "vector": vector,
+                "times": (times[0], times[1]) if times else None,
+            }
 
             def step(name: str) -> None:
                 answer({"step": name})
 
             run_id = finish_pipeline_run(
-                run, reports, vector=vector, rank_info=rank_info, progress=step, end=False
+                run,
+                reports,
+                config=message.get("config"),
+                corpus=Path(message["corpus"]) if message.get("corpus") else None,
+                vector=vector,
+                rank_info=rank_info,
+                end_time=message.get("end_time"),
+                progress=step,
+                end=False,
             )
             if run_id is not None:  # the run's process decides how it ends, and says so
                 answer({"uploaded": run_id})
@@ -357,10 +397,21 @@ def _serve(requests: IO[str], answers: IO[str], root: str) -> int:
         elif op == "end":
             reply: dict[str, Any] = {"ended": message["status"]}
             if run is not None:
-                run.end(message["status"], message["error"])
+                finishing = message["status"] == "FINISHED"
+                when = ending.get("end_time") if finishing else None
+                run.end(message["status"], message["error"], end_time=when)
                 try:
-                    if message["status"] == "FINISHED":
+                    if finishing:
                         run.report_failure()  # the store refused the end: FAILED, said once
+                    if run.status == "FINISHED" and finishing:
+                        log_nested_runs(
+                            run,
+                            reports,
+                            config=ending["config"],
+                            vector=ending["vector"],
+                            times=ending["times"],
+                        )
+                        reply["nested"] = run.nested
                 except TrackingError as exc:
                     reply = {
                         "ended": run.status,

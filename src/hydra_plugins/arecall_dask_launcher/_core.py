@@ -187,12 +187,39 @@ def _connect(launcher: Any) -> tuple[Any, Any]:
     return client, cluster
 
 
+#: What distributed's nannies say when they end the workers of a cluster being closed: for the
+#: launcher's own cluster, once its sweep is over, the expected end, not the user's business.
+_OWN_WORKERS_ENDING = ("Worker process still alive after", "Worker process ")
+
+
+class _OwnWorkersEnding(logging.Filter):
+    """Drops the nannies' lines about ending workers (stopping slowly, killed) while the
+    launcher closes the cluster it started; any other record passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith("distributed."):
+            return True
+        message = record.getMessage()
+        return not (
+            message.startswith(_OWN_WORKERS_ENDING[0])
+            or (message.startswith(_OWN_WORKERS_ENDING[1]) and "killed by" in message)
+        )
+
+
 def _close(client: Any, cluster: Any) -> None:
     with contextlib.suppress(Exception):
         client.close()
     if cluster is not None:
-        with contextlib.suppress(Exception):
-            cluster.close()
+        ending = _OwnWorkersEnding()
+        handlers = logging.getLogger().handlers + logging.getLogger("distributed").handlers
+        for handler in handlers:
+            handler.addFilter(ending)
+        try:
+            with contextlib.suppress(Exception):
+                cluster.close()
+        finally:
+            for handler in handlers:
+                handler.removeFilter(ending)
 
 
 def _check_store(client: Any, config: DictConfig) -> None:
@@ -249,8 +276,9 @@ def launch(
     sweep_dir = Path(str(launcher.config.hydra.sweep.dir))
     sweep_dir.mkdir(parents=True, exist_ok=True)
 
-    # Dask's INFO lines (workers coming and going) would pass into Hydra's log of the sweep
-    with _quiet("distributed"):
+    # Dask's INFO lines (the scheduler starting, workers coming and going) would pass into
+    # Hydra's log of the sweep: only their warnings and errors are the user's business
+    with _quiet("distributed", "dask"):
         return _run(launcher, job_overrides, initial_job_idx, sweep_dir)
 
 
@@ -312,13 +340,54 @@ def _run(
         _close(client, cluster)
 
 
+class _BelowWarning(logging.Filter):
+    """Drops the records under WARNING of the loggers named (and their children)."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        super().__init__()
+        self.prefixes = tuple(names) + tuple(f"{n}." for n in names)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        mine = record.name in self.prefixes or record.name.startswith(self.prefixes)
+        return not mine or record.levelno >= logging.WARNING
+
+
 @contextlib.contextmanager
-def _quiet(name: str) -> Iterator[None]:
-    """Only warnings and errors from logger ``name`` in the block."""
-    logger = logging.getLogger(name)
-    level = logger.level
-    logger.setLevel(logging.WARNING)
+def _quiet(*names: str) -> Iterator[None]:
+    """Only warnings and errors from the loggers ``names`` (and their children) in the block.
+
+    A filter on the handlers that print (the root logger's, where Hydra's log goes, and the
+    loggers' own), not a level: distributed's loggers get their levels and handlers from its
+    config, and a cluster starting sets them again, so a level set here did not hold (a Dask
+    sweep printed some forty INFO lines of the scheduler and its workers).
+
+    Examples
+    --------
+    >>> import io
+    >>> handler = logging.StreamHandler(stream := io.StringIO())
+    >>> logging.getLogger().addHandler(handler)
+    >>> with _quiet("distributed"):
+    ...     logging.getLogger("distributed.scheduler").warning("kept")
+    ...     logging.getLogger("distributed.scheduler").info("dropped")
+    ...     logging.getLogger("arecall").warning("ours")
+    >>> logging.getLogger().removeHandler(handler)
+    >>> stream.getvalue().split()
+    ['kept', 'ours']
+    """
+    below = _BelowWarning(names)
+    handlers = list(logging.getLogger().handlers)
+    for name in names:
+        handlers += logging.getLogger(name).handlers
+    for handler in handlers:
+        handler.addFilter(below)
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.WARNING)
     try:
         yield
     finally:
-        logger.setLevel(level)
+        for handler in handlers:
+            handler.removeFilter(below)
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)

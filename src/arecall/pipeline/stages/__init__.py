@@ -188,14 +188,19 @@ def run_stage(stage: Stage, show: Callable[[Any, Layout], None] | None = None) -
     """Run ``stage`` as DVC does, on params.yaml and the repository layout; return the exit status.
 
     ``show`` prints the stage's result for the console (e.g. the tables); user errors are one
-    line and exit status 2.
+    line and exit status 2. When it ran, for this DVC invocation, is kept for the track stage
+    (`arecall.pipeline.invocation.record_stage`): the MLflow run's times are the pipeline's.
     """
     from arecall.pipeline.config import load_params
+    from arecall.pipeline.invocation import record_stage
 
     try:
         with announce_stages():
+            started = int(time.time() * 1000)
             layout = Layout.dvc()
-            result = run_announced(stage_name(stage), stage, load_params("params.yaml"), layout)
+            name = stage_name(stage)
+            result = run_announced(name, stage, load_params("params.yaml"), layout)
+            record_stage(name, started, int(time.time() * 1000))
             if show is not None:
                 show(result, layout)
     except ArecallError as exc:

@@ -3,8 +3,9 @@
 With ``index=hnsw|exact`` and a dense retriever (``retriever=dense_lsa``, ``embeddings`` or
 ``model2vec``) each principal's ACL is the filter of a vector index over the documents'
 embeddings, in the retriever's metric: one row per principal and placement. With
-``index=none`` (the default) it writes one line saying so and an empty CSV, so DVC's outputs
-exist and say nothing they did not measure.
+``index=none`` (the default) it writes one line saying so and the CSV's header only (an empty
+file would be a DVC warning, not a table), so DVC's outputs exist and say nothing they did not
+measure.
 """
 
 from __future__ import annotations
@@ -23,7 +24,11 @@ from arecall.pipeline.stages import run_stage
 from arecall.pipeline.vector_search import run_text_index
 from arecall.retrievers import fit_on, make_retriever, query_inputs
 
-__all__ = ["index_search"]
+__all__ = ["COLUMNS", "index_search"]
+
+#: The header of ``index_search.csv`` (the deterministic columns of the per-principal table).
+COLUMNS = ("principal", "selectivity", "gls", "matching", "mode", "returned", "recall", "short",
+           "arecall", "u_at_k", "plan")  # fmt: skip
 
 NO_INDEX = (
     "index `none`: no vector index (index=hnsw or index=exact with a dense retriever, "
@@ -40,11 +45,11 @@ def index_search(cfg: Mapping[str, Any], layout: Layout) -> pd.DataFrame | None:
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     layout = Layout.run(tmp)
     ...     index_search({"index": {"name": "none"}}, layout) is None, layout.index_csv.read_text()
-    (True, '')
+    (True, 'principal,selectivity,gls,matching,mode,returned,recall,short,arecall,u_at_k,plan\\n')
     """
     if cfg["index"]["name"] == "none":
         write_text(layout.index_table, NO_INDEX)
-        write_text(layout.index_csv, "")
+        write_text(layout.index_csv, ",".join(COLUMNS) + "\n")
         return None
     from arecall.vector import deterministic_columns, render_markdown
 

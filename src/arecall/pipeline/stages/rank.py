@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import scipy.sparse as sp
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from arecall.core.ranking import Ranking, rank_queries
 from arecall.data.collection import Collection
@@ -89,8 +89,11 @@ def representation_line(rep: Mapping[str, Any]) -> str:
 
 
 def _score_chunks(retriever: Any, texts: list[str], chunk: int) -> Iterator[sp.spmatrix]:
+    """The retriever's scores, chunk by chunk; a bar past one chunk, on a terminal only (tqdm's
+    ``disable=None``: none into a redirected stderr)."""
+    bar = len(texts) > chunk
     for start in tqdm(
-        range(0, len(texts), chunk), desc="rank", unit="chunk", disable=len(texts) <= chunk
+        range(0, len(texts), chunk), desc="rank", unit="chunk", disable=None if bar else True
     ):
         yield retriever.score(texts[start : start + chunk])
 

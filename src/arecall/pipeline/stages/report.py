@@ -44,11 +44,13 @@ def _plot(curve: pd.DataFrame, path: Path) -> None:
     ax.plot(curve["k"], curve["arecall_post"], marker="s", label="ARecall@K, post (top-K first)")
     ax.plot(curve["k"], curve["recall"], linestyle="--", color="grey", label="Recall@K (blind)")
     ax.set_xlabel("K")
+    ax.set_xticks(list(curve["k"]))
     ax.set_ylabel("mean over query-principal pairs")
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
-    fig.tight_layout()
+    # below the axes: inside them it hid the low curves of a corpus with little authorized
+    fig.legend(loc="lower center", ncol=2, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
     fig.savefig(path, format="png", metadata={"Software": None})
 
 

@@ -14,6 +14,7 @@ from arecall.core.placement import PlacedLists
 from arecall.core.ranking import Ranking
 from arecall.core.scoring import PairScores, score_pairs, summarise
 from arecall.core.significance import delta_significance
+from arecall.core.tables import HEADLINE, headline
 from arecall.data.collection import Collection
 from arecall.io.atomic import write_json, write_parquet
 from arecall.pipeline.config import ks_of
@@ -66,43 +67,6 @@ def score(cfg: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
     write_json(layout.metrics, metrics)
     write_json(layout.headline, headline(metrics))
     return metrics
-
-
-#: The headline numbers per K (``dvc exp show``'s columns): metrics.json key -> headline key.
-HEADLINE = {
-    "recall": "recall",
-    "arecall_post": "arecall_post",
-    "arecall_pre": "arecall_pre",
-    "gap": "gap",
-    "gap_nonempty": "gap_nonempty",
-}
-
-
-def headline(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """The numbers a comparison of runs needs, per K: numbers only, no per-list detail.
-
-    Recall@K, ARecall@K post and pre, the gap and the gap restricted to pairs with anything
-    relevant authorized, with its confidence interval. ``metrics.json`` keeps everything; this
-    is what ``dvc exp show`` shows (dvc.yaml declares it as the score stage's metrics).
-
-    Examples
-    --------
-    >>> sig = {"gap_nonempty": {"low": 0.0, "high": 0.5, "method": "BCa", "exact": False}}
-    >>> row = {"recall": 1.0, "arecall_post": 0.5, "arecall_pre": 1.0, "gap": 0.5,
-    ...        "gap_nonempty": 0.25, "n_nonempty": 3, "significance": sig}
-    >>> line = headline({"datasets": 40, "k": {"5": row}})["k"]["5"]
-    >>> sorted(line.items())  # doctest: +NORMALIZE_WHITESPACE
-    [('arecall_post', 0.5), ('arecall_pre', 1.0), ('gap', 0.5), ('gap_nonempty', 0.25),
-     ('gap_nonempty_high', 0.5), ('gap_nonempty_low', 0.0), ('recall', 1.0)]
-    """
-    out: dict[str, Any] = {}
-    for k, row in metrics["k"].items():
-        line = {name: row[key] for key, name in HEADLINE.items() if key in row}
-        ci = row.get("significance", {}).get("gap_nonempty")
-        if ci is not None:
-            line["gap_nonempty_low"], line["gap_nonempty_high"] = ci["low"], ci["high"]
-        out[k] = line
-    return {"k": out}
 
 
 def _add_significance(metrics: dict[str, Any], scores: PairScores, scfg: Mapping[str, Any]) -> None:

@@ -1,7 +1,15 @@
-"""Stage `track`: log the run's params, metrics and reports to MLflow (DVC's last stage)."""
+"""Stage `track`: log the run's params, metrics and reports to MLflow (DVC's last stage).
+
+DVC runs it on every ``dvc repro`` and experiment (``always_changed``): a DVC experiment is
+findable in MLflow by its name even when DVC skipped every other stage (a queued experiment
+whose config equals the workspace's). What is in the store already is not logged again: the
+same results (`arecall.tracking.pipeline.reports_digest`) of the same DVC experiment, or, for a
+plain ``dvc repro``, of any DVC-made run; the stage then names the run that holds them.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
@@ -11,46 +19,92 @@ from arecall.pipeline.stages import run_stage
 __all__ = ["main", "track"]
 
 
-def track(cfg: Mapping[str, Any], layout: Layout) -> str | None:
-    """Log this repository's reports as one MLflow run; None when tracking is disabled.
+def track(cfg: Mapping[str, Any], layout: Layout) -> list[str] | None:
+    """Log this repository's reports as one MLflow run (and its vector run); the lines saying so.
 
-    The results are already in ``reports/``; if the store cannot be written the one-line
-    message says so and that ``arecall log .`` (params.yaml + reports/) logs them later.
+    None when tracking is disabled. The results are already in ``reports/``; if the store
+    cannot be written the one-line message says so and that ``arecall log .`` (params.yaml +
+    reports/) logs them later. The run's entry point, command and times are the DVC
+    invocation's (`arecall.pipeline.invocation`).
     """
     if not cfg["tracking"]["enabled"]:
         return None
-    from arecall.tracking.pipeline import log_run
+    import time
 
-    return log_run(
+    from arecall.pipeline.invocation import Invocation, dvc_invocation, invocation_times
+    from arecall.tracking.pipeline import experiment_name, log_run, logged_runs, reports_digest
+    from arecall.tracking.provenance import command_line
+    from arecall.tracking.run import logged_line
+    from arecall.tracking.store import tracking_uri
+
+    started = int(time.time() * 1000)
+    invocation = dvc_invocation() or Invocation("dvc repro", command_line(), "")
+    reports = layout.report_files()
+    name = os.environ.get("DVC_EXP_NAME")
+    uri = tracking_uri(".")
+    found = [
+        run_id
+        for run_id in logged_runs(
+            uri, experiment_name(cfg), reports_digest(reports), dvc_experiment=name
+        )
+        if name is not None or _made_by_dvc(uri, run_id)
+    ]
+    if found:
+        return [
+            f"mlflow: these results are logged already (run {found[0]} in {uri}); "
+            "nothing new to log"
+        ]
+    times = invocation_times(invocation) or (started, int(time.time() * 1000))
+    nested: dict[str, str | None] = {}
+    run_id = log_run(
         cfg,
-        layout.report_files(),
+        reports,
         run_name="dvc-repro",
-        tags={"arecall.entry": "dvc repro"},
+        entry=invocation.entry,
+        command=invocation.command,
         results=(f"{layout.reports}/", str(layout.reports.parent)),
         rank_info=layout.rank_info,
+        corpus=layout.corpus,
+        times=times,
+        vector_times=invocation_times(invocation, ("vectors",)),
+        nested=nested,
     )
+    if run_id is None:
+        return None
+    return [logged_line(run_id, uri)] + [
+        logged_line(child, uri, f"{what}, nested in {run_id}")
+        for what, child in nested.items()
+        if child is not None
+    ]
 
 
-def _show(run_id: str | None, layout: Layout) -> None:
-    if run_id is not None:
-        print(f"mlflow run {run_id}")
+def _made_by_dvc(uri: str, run_id: str) -> bool:
+    from arecall.tracking.store import open_store
+
+    with open_store(uri, orphans=False) as client:
+        entry = client.get_run(run_id).data.tags.get("arecall.entry", "")
+    return str(entry).startswith("dvc")
 
 
-def _recorded(cfg: Mapping[str, Any], layout: Layout) -> str | None:
+def _show(lines: list[str] | None, layout: Layout) -> None:
+    for line in lines or ():
+        print(line)
+
+
+def _recorded(cfg: Mapping[str, Any], layout: Layout) -> list[str] | None:
     """DVC's entry: track, then record what was tracked in ``data/track/run.json``, the output.
 
-    With an output (and params and report deps, not ``always_changed``) DVC reruns this stage
-    only when the config or a report changed: a no-op ``dvc repro`` logs nothing new. The record
-    holds the config hash, not the run id, so it is the same bytes on every machine and a fresh
-    clone's ``dvc repro`` leaves dvc.lock unchanged (the run id is printed and is in MLflow).
+    The record holds the config hash, not the run id, so it is the same bytes on every machine
+    and a fresh clone's ``dvc repro`` leaves dvc.lock unchanged (the run id is printed and is
+    in MLflow).
     """
     from arecall.io.atomic import write_json
     from arecall.tracking.provenance import config_hash
 
-    run_id = track(cfg, layout)
-    record = {"config_hash": config_hash(cfg), "tracked": run_id is not None}
+    lines = track(cfg, layout)
+    record = {"config_hash": config_hash(cfg), "tracked": lines is not None}
     write_json(layout.track_record, record)
-    return run_id
+    return lines
 
 
 def main() -> NoReturn:

@@ -6,6 +6,11 @@ rows. The section is part of every composed configuration, so DVC (params.yaml, 
 stage's params) and ``arecall run`` run the same experiment with the same settings.
 
 An unchanged experiment's outputs come from `arecall.pipeline.vector_cache` (same bytes).
+
+It runs only where the config asks for it (``vector_search.enabled``: on in the DVC pipeline's
+config, off in conf/'s defaults). Off, the stage writes its outputs as one line saying so and
+tables with their header only (DVC needs its outputs to exist; an empty file would be a DVC
+warning, not a table): nothing it did not measure.
 """
 
 from __future__ import annotations
@@ -30,16 +35,39 @@ from arecall.pipeline.vector_cache import (
 )
 from arecall.pipeline.vector_search import curve_frame, run_vector_corpus
 
-__all__ = ["vector_search"]
+__all__ = ["CURVE_COLUMNS", "OFF", "TABLE_COLUMNS", "vector_search"]
+
+#: The header of ``vector_search.csv`` (the deterministic columns of the experiment's table).
+TABLE_COLUMNS = ("selectivity", "matching", "mode", "returned", "recall", "short", "arecall",
+                 "u_at_k", "plan")  # fmt: skip
+#: The header of ``vector_curve.csv`` (`curve_frame`'s columns for the four placements).
+CURVE_COLUMNS = ("selectivity", "auto_recall", "post_recall", "pre_recall", "pushdown_recall",
+                 "auto_returned_k", "post_returned_k", "pre_returned_k",
+                 "pushdown_returned_k")  # fmt: skip
+#: What the stage's table says when the config does not ask for the experiment.
+OFF = "vector experiment off (vector_search.enabled=false; `vector_search.enabled=true` runs it)\n"
 
 
-def vector_search(cfg: Mapping[str, Any], layout: Layout) -> pd.DataFrame:
+def vector_search(cfg: Mapping[str, Any], layout: Layout) -> pd.DataFrame | None:
     """Run the ``vector_search`` section's experiment; write its table, CSV, curve and plot.
 
     Reads only ``cfg["vector_search"]`` (dvc.yaml declares exactly that section). An unchanged
-    experiment's outputs come from the cache (see the module docstring): same bytes.
+    experiment's outputs come from the cache (see the module docstring): same bytes. None, and
+    placeholder outputs, when ``vector_search.enabled`` is false.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> layout = Layout.run(tempfile.mkdtemp())
+    >>> vector_search({"vector_search": {"enabled": False}}, layout) is None
+    True
+    >>> layout.vector_csv.read_text().startswith("selectivity,matching,mode,")
+    True
     """
     section = cfg["vector_search"]
+    if not section.get("enabled", True):
+        _write_off(layout)
+        return None
     root = cache_dir()
     key = cache_key(section, inputs_of(section["corpus"])) if root is not None else ""
     if root is not None:
@@ -82,9 +110,29 @@ def _compute(section: Mapping[str, Any], layout: Layout) -> pd.DataFrame:
     return table
 
 
-def _show(table: pd.DataFrame, layout: Layout) -> None:
+def _write_off(layout: Layout) -> None:
+    """The stage's outputs when the experiment is off: one line, header-only tables, a PNG
+    saying so."""
+    write_text(layout.vector_table, OFF)
+    write_text(layout.vector_csv, ",".join(TABLE_COLUMNS) + "\n")
+    write_text(layout.vector_curve, ",".join(CURVE_COLUMNS) + "\n")
+    write_with(layout.vector_plot, lambda tmp: _notice_png(tmp, OFF.strip()))
+
+
+def _notice_png(tmp: Any, text: str) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6, 0.6), dpi=100)
+    FigureCanvasAgg(fig)
+    fig.text(0.5, 0.5, text, ha="center", va="center", fontsize=8)
+    fig.savefig(tmp, format="png", metadata={"Software": None})
+
+
+def _show(table: pd.DataFrame | None, layout: Layout) -> None:
     print(layout.vector_table.read_text(encoding="utf-8"))
-    print(table[["selectivity", "mode", "qps"]].to_string(index=False))
+    if table is not None:
+        print(table[["selectivity", "mode", "qps"]].to_string(index=False))
 
 
 if __name__ == "__main__":
