@@ -61,8 +61,8 @@ from arecall.core.placement import PLACEMENTS
 from arecall.core.significance import delta_significance, delta_significance_counts, exact_mean
 from arecall.evaluate.inputs import (
     DEFAULTS,
-    Retriever,
     RunSource,
+    SearchFunction,
     as_acl,
     as_qrels,
     parse_ks,
@@ -71,7 +71,7 @@ from arecall.evaluate.inputs import (
 from arecall.evaluate.kernels import (
     AUTHORIZED_MEASURES,
     STANDARD_MEASURES,
-    Judgments,
+    EvalQrels,
     Prepared,
     authorization_tables,
     joined,
@@ -110,7 +110,7 @@ class _Accumulator:
 
     def __init__(
         self,
-        judg: Judgments,
+        judg: EvalQrels,
         acl: Acl | None,
         placement: str,
         engine: Engine,
@@ -206,7 +206,7 @@ class _Accumulator:
 
 def _accumulate(
     source: RunSource,
-    judg: Judgments,
+    judg: EvalQrels,
     acl: Acl | None,
     placement: str,
     engine: Engine,
@@ -226,7 +226,11 @@ def _accumulate(
 
 
 def evaluate(
-    run_or_retriever: Run | Mapping[str, Mapping[str, float]] | str | os.PathLike[str] | Retriever,
+    run_or_retriever: Run
+    | Mapping[str, Mapping[str, float]]
+    | str
+    | os.PathLike[str]
+    | SearchFunction,
     qrels: Qrels | Mapping[str, Mapping[str, int]] | str | os.PathLike[str],
     acl: Acl | Mapping[str, Iterable[str]] | str | os.PathLike[str] | None = None,
     k: Iterable[int] | str = DEFAULTS.ks,
@@ -306,7 +310,7 @@ def evaluate(
     q = as_qrels(qrels)
     a = as_acl(acl, principals, groups)
     source = run_source(run_or_retriever, q, ties, block=block, keep=keep_run)
-    judg = Judgments.of(q, ks)
+    judg = EvalQrels.of(q, ks)
     runner = engine if engine is not None else LocalEngine()
     try:
         acc, name = _accumulate(source, judg, a, placement, runner, keep_pairs, partitioned=False)

@@ -25,15 +25,18 @@ from arecall.io.trec import Qrels, Run, T, Ties, load_qrels, read_run, read_run_
 __all__ = [
     "DEFAULTS",
     "Defaults",
-    "Retriever",
     "RunSource",
+    "SearchFunction",
     "as_acl",
     "as_qrels",
     "parse_ks",
     "run_source",
 ]
 
-Retriever = Callable[[str], Iterable[Any]]
+#: A search as a callable: a query id to its ranked doc ids (or ``(doc_id, score)`` pairs), what
+#: `evaluate` accepts in place of a run. Not `arecall.retrievers.Retriever`, the pipeline's
+#: fitted-retriever protocol.
+SearchFunction = Callable[[str], Iterable[Any]]
 
 
 @dataclass(frozen=True)

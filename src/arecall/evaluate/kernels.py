@@ -2,7 +2,7 @@
 
 Why blocks: a run is read a block of queries at a time (`arecall.io.trec.read_run`), so memory
 holds one block, never the run. Everything a query's measures need is in its block and the
-qrels: `Judgments` is what is computed once from the qrels; `prepare` turns a block into the
+qrels: `EvalQrels` is what is computed once from the qrels; `prepare` turns a block into the
 arrays the kernels take (which rows are relevant, at what rank; with an ACL, each retrieved
 document's authorization pattern); `standard` gives the standard measures of the block's
 queries and `pair_counts` the integer counts behind every authorized measure of every
@@ -44,7 +44,7 @@ from arecall.io.trec import Qrels, Run
 __all__ = [
     "AUTHORIZED_MEASURES",
     "STANDARD_MEASURES",
-    "Judgments",
+    "EvalQrels",
     "Prepared",
     "pair_counts",
     "prepare",
@@ -73,7 +73,7 @@ def _bincount(index: np.ndarray, n: int, weights: np.ndarray | None = None) -> n
 
 
 @dataclass(frozen=True, eq=False)
-class Judgments:
+class EvalQrels:
     """The qrels in eval order (judged query ids, sorted): what every block's kernels read.
 
     Attributes
@@ -99,7 +99,7 @@ class Judgments:
     idcg_exp: np.ndarray
 
     @classmethod
-    def of(cls, qrels: Qrels, ks: tuple[int, ...]) -> Judgments:
+    def of(cls, qrels: Qrels, ks: tuple[int, ...]) -> EvalQrels:
         nq = qrels.n_queries
         order = np.asarray(pc.sort_indices(qrels.query_ids).to_numpy(), dtype=np.int64)
         eval_of_qgroup = np.empty(nq, dtype=np.int64)
@@ -167,7 +167,7 @@ class Prepared:
 
 
 def _relevant_rows(
-    run: Run, local: np.ndarray, rows: np.ndarray, judg: Judgments, eval_index: np.ndarray
+    run: Run, local: np.ndarray, rows: np.ndarray, judg: EvalQrels, eval_index: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Which of ``rows`` (of local queries ``local``) are judged relevant, and their grades."""
     starts, stops = judg.rel_offsets[eval_index], judg.rel_offsets[eval_index + 1]
@@ -190,7 +190,7 @@ def _relevant_rows(
     return rows[candidate[ok]], grades[pos[ok]]
 
 
-def prepare(run: Run, judg: Judgments, acl: Acl | None) -> Prepared:
+def prepare(run: Run, judg: EvalQrels, acl: Acl | None) -> Prepared:
     """The kernels' view of one block: judged queries, their relevant results and, with an ACL,
     the authorization pattern of each result a pair may need."""
     ks = judg.ks
@@ -222,7 +222,7 @@ def prepare(run: Run, judg: Judgments, acl: Acl | None) -> Prepared:
 
 
 def _patterns(
-    prepared: Prepared, run: Run, starts: np.ndarray, judg: Judgments, acl: Acl, kmax: int
+    prepared: Prepared, run: Run, starts: np.ndarray, judg: EvalQrels, acl: Acl, kmax: int
 ) -> None:
     """Each result's authorization pattern (`arecall.io.acl.Acl.doc_patterns`), for the rows
     the pair kernel may read: the first kmax, the relevant ones, and the rows between kmax and
@@ -261,7 +261,7 @@ def _patterns(
     prepared.rel_pat = rel_pattern[inverse.ravel()]
 
 
-def missing(judg: Judgments, eval_index: np.ndarray, acl: Acl | None) -> Prepared:
+def missing(judg: EvalQrels, eval_index: np.ndarray, acl: Acl | None) -> Prepared:
     """Judged queries the run never returned: depth 0, nothing retrieved (a block of their own,
     so their pairs get |R ∩ A_p| like every other)."""
     empty = np.zeros(0, dtype=np.int64)
@@ -290,7 +290,7 @@ def missing(judg: Judgments, eval_index: np.ndarray, acl: Acl | None) -> Prepare
 # -- standard measures -----------------------------------------------------------------------------
 
 
-def standard(prepared: Prepared, judg: Judgments) -> dict[str, np.ndarray]:
+def standard(prepared: Prepared, judg: EvalQrels) -> dict[str, np.ndarray]:
     """Every standard measure per (local query, K), each R = ∅ value from the registry."""
     ks = judg.ks
     nq = prepared.n_queries
