@@ -166,7 +166,8 @@ def test_the_vector_experiment_measures_your_principals_and_three_stores_as_the_
     before = runs(stack)
     sh(
         stack,
-        ".venv/bin/arecall run vector_search.corpus.documents=documents.parquet "
+        ".venv/bin/arecall run vector_search.enabled=true "
+        "vector_search.corpus.documents=documents.parquet "
         "vector_search.corpus.queries=queries.parquet vector_search.corpus.acl=acl.tsv "
         "vector_search.corpus.groups=groups.tsv "
         "'vector_search.corpus.audit=[lancedb,chroma,milvus]'",

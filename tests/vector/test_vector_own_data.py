@@ -100,6 +100,7 @@ def test_arecall_run_measures_every_placement_and_store_audit_per_principal(
     out = tmp_path / "out"
     proc = arecall(
         "run",
+        "vector_search.enabled=true",
         f"vector_search.corpus.documents={files['documents']}",
         f"vector_search.corpus.queries={files['queries']}",
         f"vector_search.corpus.acl={files['acl']}",
@@ -130,7 +131,8 @@ def test_the_cache_key_holds_the_files_bytes(tmp_path: Path) -> None:
     files = own_files(tmp_path)
     cfg = default_config(
         [f"vector_search.corpus.{key}={path}" for key, path in files.items()]
-        + ["index@vector_search.index=exact", "vector_search.index.placements=[post,pre]"]
+        + ["vector_search.enabled=true", "index@vector_search.index=exact"]
+        + ["vector_search.index.placements=[post,pre]"]
     )
     first = vector_search(cfg, Layout.run(tmp_path / "a"))
     assert first.attrs["cache"] == "miss"
