@@ -193,7 +193,7 @@ def test_the_vector_experiment_runs_on_milvus_lite_as_the_stores_page_shows(
     work = link_venv(tmp_path)
     sh(
         work,
-        ".venv/bin/arecall run vector_search.index.store=milvus "
+        ".venv/bin/arecall run vector_search.enabled=true vector_search.index.store=milvus "
         "'vector_search.index.placements=[post,pushdown,pre]'",
         timeout=900,
     )
