@@ -162,8 +162,14 @@ def clone_of(tmp_path: Path, name: str = "origin") -> Path:
 
 
 def shell_env(**extra: str) -> dict[str, str]:
-    """A user's shell: no test-suite MLflow store, no telemetry, the Makefile's hash seed."""
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    """A user's shell: no test-suite MLflow store, no telemetry, the Makefile's hash seed.
+
+    Output goes to a pipe, so no terminal width either: a ``COLUMNS`` left in the worker's
+    environment by an earlier test would make ``arecall compare`` narrow its table.
+    """
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "COLUMNS", "LINES")
+    }
     env.update(MLFLOW_DISABLE_TELEMETRY="true", DVC_NO_ANALYTICS="1", PYTHONHASHSEED="0")
     env.update(extra)
     return env
