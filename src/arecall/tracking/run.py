@@ -407,11 +407,35 @@ def _experiment_id(client: Any, name: str, uri: str, tags: Mapping[str, str] | N
     held = experiment.tags or {}
     current = held.get(key)
     if current is None or current.endswith("_inferred") or current == "no_inferred_type":
-        client.set_experiment_tag(experiment.experiment_id, key, kind)
+        _set_experiment_tag(client, experiment.experiment_id, key, kind)
     for tag, value in (tags or {}).items():
         if held.get(tag) != value:
-            client.set_experiment_tag(experiment.experiment_id, tag, value)
+            _set_experiment_tag(client, experiment.experiment_id, tag, value)
     return str(experiment.experiment_id)
+
+
+def _set_experiment_tag(client: Any, experiment_id: str, key: str, value: str) -> None:
+    """Set an experiment tag, also when another client sets the same new tag at the same moment.
+
+    Sweep points on a cluster start together: two may both find a tag missing and both insert
+    it, and the store refuses the second insert (a UNIQUE constraint on the tag's key). The tag
+    exists then, so setting it once more is an update and succeeds.
+
+    Examples
+    --------
+    >>> class Racing:
+    ...     calls = 0
+    ...     def set_experiment_tag(self, *args):
+    ...         Racing.calls += 1
+    ...         if Racing.calls == 1:
+    ...             raise RuntimeError("UNIQUE constraint failed: experiment_tags.key")
+    >>> _set_experiment_tag(Racing(), "1", "k", "v"); Racing.calls
+    2
+    """
+    try:
+        client.set_experiment_tag(experiment_id, key, value)
+    except Exception:  # inserted meanwhile by another client: now an update
+        client.set_experiment_tag(experiment_id, key, value)
 
 
 def _log_inputs(client: Any, run_id: str, inputs: Sequence[Mapping[str, str]]) -> None:
