@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import math
-import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests._rest import get, post
 from tests.helpers import FAST_PROOF
 from tests.tracking.test_sweeps_mlflow_server import mlflow_server  # noqa: F401 (the fixture)
 
@@ -36,24 +35,6 @@ def _headline_metrics(run_dir: Path) -> dict[str, float]:
         for key, value in row.items()
         if value is not None
     }
-
-
-def _get(url: str, path: str, **query: str) -> Any:
-    with urllib.request.urlopen(
-        f"{url}{path}?{urllib.parse.urlencode(query)}", timeout=30
-    ) as response:
-        return json.loads(response.read())
-
-
-def _post(url: str, path: str, body: dict[str, Any]) -> Any:
-    request = urllib.request.Request(
-        f"{url}{path}",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())
 
 
 def _params(run: dict[str, Any]) -> dict[str, str]:
@@ -84,12 +65,12 @@ def test_two_runs_show_the_same_headline_metrics_side_by_side_through_the_rest_a
 
     (experiment,) = [
         e
-        for e in _get(mlflow_server, "/api/2.0/mlflow/experiments/search", max_results="100")[
+        for e in get(mlflow_server, "/api/2.0/mlflow/experiments/search", max_results="100")[
             "experiments"
         ]
         if e["name"] == "arecall"
     ]
-    found = _post(
+    found = post(
         mlflow_server,
         "/api/2.0/mlflow/runs/search",
         {"experiment_ids": [experiment["experiment_id"]], "max_results": 10},
@@ -101,7 +82,7 @@ def test_two_runs_show_the_same_headline_metrics_side_by_side_through_the_rest_a
     side_by_side = {}
     for choice, listed in by_choice.items():
         run_id = listed["info"]["run_id"]
-        run = _get(mlflow_server, "/api/2.0/mlflow/runs/get", run_id=run_id)["run"]
+        run = get(mlflow_server, "/api/2.0/mlflow/runs/get", run_id=run_id)["run"]
         assert run["info"]["status"] == "FINISHED"
         assert _metrics(listed) == _metrics(run)  # the table and the run page agree
         logged = _metrics(run)
