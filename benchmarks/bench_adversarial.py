@@ -102,7 +102,7 @@ from arecall.vector.adversarial import (
     adversarial_corpus,
     with_duplicates,
 )
-from arecall.vector.config import IndexConfig
+from arecall.vector.schema import IndexConfig
 from arecall.vector.index import Hits, VectorIndex, build_index, set_threads
 from arecall.vector.oracle import tie_aware_recall
 from arecall.vector.partitions import PartitionedIndex

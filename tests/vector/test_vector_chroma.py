@@ -21,7 +21,7 @@ import pytest
 from arecall.core.errors import ArecallError
 from arecall.pipeline.vector_search import run_vector_corpus
 from arecall.vector import build_index
-from arecall.vector.config import IndexConfig
+from arecall.vector.schema import IndexConfig
 from arecall.vector.generator import BenchData, l2_normalise
 from arecall.vector.index import Hits, VectorIndex
 from arecall.vector.measurement import audit, experiment, measure_store

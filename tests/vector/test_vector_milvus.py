@@ -20,7 +20,7 @@ import pytest
 from arecall.core.errors import ArecallError
 from arecall.pipeline.vector_search import run_vector_corpus
 from arecall.vector import build_index
-from arecall.vector.config import IndexConfig
+from arecall.vector.schema import IndexConfig
 from arecall.vector.generator import BenchData, generate, l2_normalise
 from arecall.vector.index import VectorIndex
 from arecall.vector.measurement import audit, measure_store

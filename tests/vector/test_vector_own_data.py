@@ -16,7 +16,7 @@ from arecall.io.vectors import write_vectors
 from arecall.pipeline.config import default_config
 from arecall.pipeline.layout import Layout
 from arecall.pipeline.stages.vectors import vector_search
-from arecall.vector.config import IndexConfig
+from arecall.vector.schema import IndexConfig
 from arecall.vector.generator import l2_normalise
 from arecall.vector.workload import load_workload, principal_table
 

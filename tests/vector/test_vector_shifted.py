@@ -219,7 +219,7 @@ def test_the_per_batch_confidence_is_a_setting_the_planner_keeps_and_aims_by() -
     # one it was calibrated with, and aims a batch z standard errors above the target by it:
     # less confidence, no deeper a search; more, no shallower.
     from arecall.pipeline.vector_search import _experiment_options, _index_config
-    from arecall.vector.config import IndexConfig
+    from arecall.vector.schema import IndexConfig
 
     assert IndexConfig().confidence == 0.995
     config = _index_config({"name": "hnsw", "confidence": 0.99})

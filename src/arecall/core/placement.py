@@ -45,7 +45,7 @@ class Placement(StrEnum):
     ``evaluation.placements``, the ``arecall_post`` / ``arecall_pre`` measures); ``as-is`` is
     ``arecall evaluate``'s third reading of a run: no filter, the list is what the principal
     gets. (Where a filter sits relative to an ANN search is another vocabulary,
-    `arecall.vector.config.SEARCH_PLACEMENTS`, planned in `arecall.vector.placement`.)
+    `arecall.vector.schema.SEARCH_PLACEMENTS`, planned in `arecall.vector.placement`.)
     """
 
     POST = "post"

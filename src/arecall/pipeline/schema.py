@@ -2,9 +2,9 @@
 
 Each config group mirrors the code it configures, and each option's dataclass lives next to
 that code: ``corpus`` → `arecall.data.sources.schema` (and
-`arecall.vector.config.VectorsCorpusConfig` for ``corpus=vectors``), ``retriever`` →
+`arecall.vector.schema.VectorsCorpusConfig` for ``corpus=vectors``), ``retriever`` →
 `arecall.retrievers.schema`, ``profiles`` → `arecall.data.authorization.schema`, ``index`` →
-`arecall.vector.config` (`IndexConfig` is the one class the config check and the vector code
+`arecall.vector.schema` (`IndexConfig` is the one class the config check and the vector code
 share), ``evaluation`` and ``tracking`` → below. `GROUPS` lists
 them; `register` stores each as ``<group>/base_<option>`` in Hydra's ConfigStore, which
 ``conf/<group>/<option>.yaml`` extends (``defaults: [base_<option>]``), so the YAML files
@@ -33,7 +33,7 @@ from arecall.data.authorization import MODELS
 from arecall.data.sources import SOURCES
 from arecall.pipeline.budget import check_config_memory
 from arecall.retrievers import RETRIEVERS
-from arecall.vector.config import (
+from arecall.vector.schema import (
     ExactIndexConfig,
     IndexConfig,
     NoIndexConfig,

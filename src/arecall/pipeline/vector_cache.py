@@ -33,7 +33,7 @@ import pandas as pd
 
 from arecall.io.digest import files_digest, json_digest
 from arecall.pipeline.layout import Layout
-from arecall.vector.config import IndexConfig
+from arecall.vector.schema import IndexConfig
 from arecall.vector.stores import STORES
 
 __all__ = [

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from arecall.core.errors import ArecallError
-from arecall.vector.config import IndexConfig
+from arecall.vector.schema import IndexConfig
 
 __all__ = ["curve_frame", "run_text_index", "run_vector_corpus"]
 
@@ -56,7 +56,7 @@ def run_vector_corpus(cfg: Mapping[str, Any]) -> pd.DataFrame:
     """
     from arecall.core.schema import validate
     from arecall.vector import experiment
-    from arecall.vector.config import VectorsCorpusConfig
+    from arecall.vector.schema import VectorsCorpusConfig
 
     c = validate(VectorsCorpusConfig, cfg["corpus"], "corpus")
     if (cfg.get("index") or {}).get("name", "none") == "none":

@@ -9,7 +9,7 @@ calibrated so that recall stays above a target. Every number is measured against
 answer computed in the same process (verity's method), reported as verity's table plus the
 Authorized-Recall columns.
 
-Modules: ``config`` (the typed ``index`` and ``corpus=vectors`` configs, every default once),
+Modules: ``schema`` (the typed ``index`` and ``corpus=vectors`` configs, every default once),
 ``generator`` (verity's corpus), ``index`` (faiss exact/HNSW), ``placement`` (the four
 placements and the planner), ``oracle`` (``recall_loss`` and the metrics), ``measurement`` (the
 table, Markdown, plot, store audit), ``adversarial`` (corpora whose filter follows the data),
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 logging.getLogger("faiss").setLevel(logging.WARNING)
 
 # Public names and the submodule defining each, imported on first use: importing
-# `arecall.vector.config` (every config check does) must not load faiss, LanceDB or matplotlib.
+# `arecall.vector.schema` (every config check does) must not load faiss, LanceDB or matplotlib.
 _LAZY = {
     "ADVERSARIAL_CORPORA": "arecall.vector.adversarial",
     "AdversarialCorpus": "arecall.vector.adversarial",
@@ -38,8 +38,8 @@ _LAZY = {
     "Cells": "arecall.vector.placement",
     "DEFAULT_GRAPH_COST": "arecall.vector.placement",
     "Hits": "arecall.vector.index",
-    "IndexConfig": "arecall.vector.config",
-    "SEARCH_PLACEMENTS": "arecall.vector.config",
+    "IndexConfig": "arecall.vector.schema",
+    "SEARCH_PLACEMENTS": "arecall.vector.schema",
     "PartitionedIndex": "arecall.vector.partitions",
     "PlacementScore": "arecall.vector.oracle",
     "Plan": "arecall.vector.placement",
@@ -48,7 +48,7 @@ _LAZY = {
     "TIMING_COLUMNS": "arecall.vector.measurement",
     "VectorIndex": "arecall.vector.index",
     "VectorStore": "arecall.vector.stores",
-    "VectorsCorpusConfig": "arecall.vector.config",
+    "VectorsCorpusConfig": "arecall.vector.schema",
     "adversarial_corpus": "arecall.vector.adversarial",
     "audit": "arecall.vector.measurement",
     "auto": "arecall.vector.placement",
@@ -81,7 +81,7 @@ if TYPE_CHECKING:
         AdversarialCorpus,
         adversarial_corpus,
     )
-    from arecall.vector.config import SEARCH_PLACEMENTS, IndexConfig, VectorsCorpusConfig
+    from arecall.vector.schema import SEARCH_PLACEMENTS, IndexConfig, VectorsCorpusConfig
     from arecall.vector.generator import BenchData, generate, generate_lowrank, l2_normalise
     from arecall.vector.index import Hits, VectorIndex, build_index, set_threads
     from arecall.vector.measurement import (

@@ -42,7 +42,7 @@ from arecall.vector._checks import (
     check_matrix,
     check_positive_int,
 )
-from arecall.vector.config import IndexConfig
+from arecall.vector.schema import IndexConfig
 
 __all__ = [
     "INDEX_KINDS",

@@ -28,7 +28,7 @@ from arecall.core.errors import ArecallError
 from arecall.io.atomic import atomic_path
 from arecall.vector._checks import check_k, check_mask, check_positive_int, check_selectivities
 from arecall.vector._timing import clock
-from arecall.vector.config import (
+from arecall.vector.schema import (
     SEARCH_PLACEMENTS,
     SELECTIVITIES,
     IndexConfig,

@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_mask, check_matrix, check_positive_int
-from arecall.vector.config import IndexConfig
+from arecall.vector.schema import IndexConfig
 from arecall.vector.index import Hits, VectorIndex, _top_k, build_index
 
 __all__ = ["PartitionedIndex"]

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from arecall.core.errors import ArecallError
-from arecall.vector.config import IndexConfig
+from arecall.vector.schema import IndexConfig
 from arecall.vector.index import build_index
 from arecall.vector.oracle import global_local_selectivity
 

@@ -3,7 +3,7 @@
 ``conf/corpus/<name>.yaml`` composes the matching schema (``defaults: [base_<name>]``); the
 sources read the typed section (``cfg["seed"]``), so no default is repeated in code. Ranges are
 checked by `arecall.core.schema.validate` before any stage runs. ``corpus=vectors`` is not a
-text corpus: its schema is `arecall.vector.config.VectorsCorpusConfig`.
+text corpus: its schema is `arecall.vector.schema.VectorsCorpusConfig`.
 
 Each schema also says what its settings fix of the collection before it is built
 (`SourceSchema.sizes`) and the memory building it takes (`SourceSchema.memory`): the memory

@@ -19,7 +19,7 @@ from arecall.core.errors import ArecallError
 from arecall.core.registry import Registered, Registry
 
 if TYPE_CHECKING:
-    from arecall.vector.config import IndexConfig
+    from arecall.vector.schema import IndexConfig
     from arecall.vector.stores.base import (
         Below,
         InSet,
@@ -136,7 +136,7 @@ def store_from_config(index: IndexConfig, metric: str = "ip") -> VectorStore:
 
     Examples
     --------
-    >>> from arecall.vector.config import IndexConfig
+    >>> from arecall.vector.schema import IndexConfig
     >>> store_from_config(IndexConfig(name="exact")).name
     'faiss'
     """

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from arecall.core.errors import ArecallError
-from arecall.vector.config import IndexConfig
+from arecall.vector.schema import IndexConfig
 from arecall.vector.index import INDEX_KINDS, METRICS, Hits, VectorIndex, build_index
 from arecall.vector.placement import AutoPlanner, answer, calibrate_auto
 from arecall.vector.stores import STORES
