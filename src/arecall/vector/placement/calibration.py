@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_positive_int
-from arecall.vector.config import IndexConfig
+from arecall.vector.schema import IndexConfig
 from arecall.vector.index import Hits, VectorIndex
 from arecall.vector.oracle import tie_aware_recall
 from arecall.vector.placement.cells import Cells, coarse_cells, probe_width

@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_mask
-from arecall.vector.config import SEARCH_PLACEMENTS
+from arecall.vector.schema import SEARCH_PLACEMENTS
 from arecall.vector.index import Hits, VectorIndex
 from arecall.vector.placement import certification, direct
 from arecall.vector.placement.batch import Batch, count_allowed

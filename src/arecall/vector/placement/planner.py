@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from arecall.vector.config import IndexConfig
+from arecall.vector.schema import IndexConfig
 from arecall.vector.placement.cells import Cells
 from arecall.vector.placement.costs import CostModel
 from arecall.vector.placement.curves import RecallCurves

@@ -16,7 +16,7 @@ The planner reads these numbers from here and nowhere else: an
 :data:`DEFAULTS`), and so do the `~arecall.vector.placement.cells.Cells` it probes with, so a
 what-if is ``replace(planner, settings=replace(planner.settings, ...))`` (what ``--set``
 does, before calibrating). The per-batch confidence is not here: it is the promise itself, a
-setting of the index config (``index.confidence``, `arecall.vector.config.IndexConfig`),
+setting of the index config (``index.confidence``, `arecall.vector.schema.IndexConfig`),
 carried by the planner.
 """
 
