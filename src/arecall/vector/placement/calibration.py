@@ -22,13 +22,13 @@ import numpy.typing as npt
 
 from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_positive_int
-from arecall.vector.schema import IndexConfig
 from arecall.vector.index import Hits, VectorIndex
 from arecall.vector.oracle import tie_aware_recall
 from arecall.vector.placement.cells import Cells, coarse_cells, probe_width
 from arecall.vector.placement.costs import ladder
 from arecall.vector.placement.planner import AutoPlanner
 from arecall.vector.placement.settings import DEFAULTS, PlannerSettings
+from arecall.vector.schema import IndexConfig
 
 __all__ = ["calibrate_auto", "synthetic_queries"]
 

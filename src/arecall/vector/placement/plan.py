@@ -22,7 +22,6 @@ import numpy.typing as npt
 
 from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_mask
-from arecall.vector.schema import SEARCH_PLACEMENTS
 from arecall.vector.index import Hits, VectorIndex
 from arecall.vector.placement import certification, direct
 from arecall.vector.placement.batch import Batch, count_allowed
@@ -31,6 +30,7 @@ from arecall.vector.placement.fixed import post, pre, pushdown
 from arecall.vector.placement.general import general
 from arecall.vector.placement.planner import AutoPlanner
 from arecall.vector.placement.settle import Answers, check_concentration, settle, walk_rows
+from arecall.vector.schema import SEARCH_PLACEMENTS
 
 __all__ = ["answer", "auto", "certified", "check_placements", "place", "unfiltered"]
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from arecall.vector.schema import IndexConfig
 from arecall.vector.placement.cells import Cells
 from arecall.vector.placement.costs import CostModel
 from arecall.vector.placement.curves import RecallCurves
 from arecall.vector.placement.settings import DEFAULTS, PlannerSettings
+from arecall.vector.schema import IndexConfig
 
 __all__ = ["AutoPlanner"]
 
