@@ -102,7 +102,6 @@ from arecall.vector.adversarial import (
     adversarial_corpus,
     with_duplicates,
 )
-from arecall.vector.schema import IndexConfig
 from arecall.vector.index import Hits, VectorIndex, build_index, set_threads
 from arecall.vector.oracle import tie_aware_recall
 from arecall.vector.partitions import PartitionedIndex
@@ -116,6 +115,7 @@ from arecall.vector.placement import (
     measure_graph_cost,
     measure_graph_costs,
 )
+from arecall.vector.schema import IndexConfig
 
 SELECTIVITIES = (0.001, 0.01, 0.05, 0.10, 0.30, 0.50, 1.0)
 

@@ -21,10 +21,10 @@ import pytest
 from arecall.core.errors import ArecallError
 from arecall.pipeline.vector_search import run_vector_corpus
 from arecall.vector import build_index
-from arecall.vector.schema import IndexConfig
 from arecall.vector.generator import BenchData, l2_normalise
 from arecall.vector.index import Hits, VectorIndex
 from arecall.vector.measurement import audit, experiment, measure_store
+from arecall.vector.schema import IndexConfig
 from arecall.vector.stores import Below, ChromaStore, InSet, store_from_config
 
 N_DOCS, DIMS, N_CLUSTERS, N_QUERIES, K = 1200, 32, 40, 30, 10

@@ -20,10 +20,10 @@ import pytest
 from arecall.core.errors import ArecallError
 from arecall.pipeline.vector_search import run_vector_corpus
 from arecall.vector import build_index
-from arecall.vector.schema import IndexConfig
 from arecall.vector.generator import BenchData, generate, l2_normalise
 from arecall.vector.index import VectorIndex
 from arecall.vector.measurement import audit, measure_store
+from arecall.vector.schema import IndexConfig
 from arecall.vector.stores import Below, InSet, MilvusStore, store_from_config
 
 from tests.vector.test_vector_chroma import AUTHORIZED, WITHOUT_AUTO, K, clustered, rows_by_mode

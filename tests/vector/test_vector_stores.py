@@ -20,9 +20,9 @@ from arecall.core.errors import ArecallError
 from arecall.core.registry import Registered
 from arecall.pipeline.vector_search import run_vector_corpus
 from arecall.vector import Hits, build_index, calibrate_auto, generate, measure_placements
-from arecall.vector.schema import IndexConfig
 from arecall.vector.generator import l2_normalise
 from arecall.vector.measurement import audit, experiment
+from arecall.vector.schema import IndexConfig
 from arecall.vector.stores import (
     STORES,
     Below,

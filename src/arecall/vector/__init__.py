@@ -81,7 +81,6 @@ if TYPE_CHECKING:
         AdversarialCorpus,
         adversarial_corpus,
     )
-    from arecall.vector.schema import SEARCH_PLACEMENTS, IndexConfig, VectorsCorpusConfig
     from arecall.vector.generator import BenchData, generate, generate_lowrank, l2_normalise
     from arecall.vector.index import Hits, VectorIndex, build_index, set_threads
     from arecall.vector.measurement import (
@@ -111,6 +110,7 @@ if TYPE_CHECKING:
         pre,
         pushdown,
     )
+    from arecall.vector.schema import SEARCH_PLACEMENTS, IndexConfig, VectorsCorpusConfig
     from arecall.vector.stores import STORES, Below, VectorStore, make_store
 
 

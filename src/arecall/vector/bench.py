@@ -35,7 +35,6 @@ import pandas as pd
 from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_positive_int, check_selectivities
 from arecall.vector._timing import clock
-from arecall.vector.schema import IndexConfig, VectorsCorpusConfig
 from arecall.vector.generator import BenchData, generate, generate_lowrank
 from arecall.vector.index import Hits, VectorIndex, build_index, set_threads
 from arecall.vector.oracle import recall_loss
@@ -48,6 +47,7 @@ from arecall.vector.placement import (
     post,
     pushdown,
 )
+from arecall.vector.schema import IndexConfig, VectorsCorpusConfig
 
 __all__ = ["BENCH_DATASETS", "BenchResult", "render_benchmark", "run_benchmark"]
 

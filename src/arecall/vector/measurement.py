@@ -28,13 +28,6 @@ from arecall.core.errors import ArecallError
 from arecall.io.atomic import atomic_path
 from arecall.vector._checks import check_k, check_mask, check_positive_int, check_selectivities
 from arecall.vector._timing import clock
-from arecall.vector.schema import (
-    SEARCH_PLACEMENTS,
-    SELECTIVITIES,
-    IndexConfig,
-    VectorsCorpusConfig,
-    unanswered_placement,
-)
 from arecall.vector.generator import BenchData, generate
 from arecall.vector.index import Hits, VectorIndex, build_index
 from arecall.vector.oracle import score_hits
@@ -44,6 +37,13 @@ from arecall.vector.placement import (
     AutoPlanner,
     answer,
     check_placements,
+)
+from arecall.vector.schema import (
+    SEARCH_PLACEMENTS,
+    SELECTIVITIES,
+    IndexConfig,
+    VectorsCorpusConfig,
+    unanswered_placement,
 )
 from arecall.vector.stores import Below, VectorStore, make_store, store_from_config
 

@@ -23,8 +23,8 @@ import numpy.typing as npt
 
 from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_mask, check_matrix, check_positive_int
-from arecall.vector.schema import IndexConfig
 from arecall.vector.index import Hits, VectorIndex, _top_k, build_index
+from arecall.vector.schema import IndexConfig
 
 __all__ = ["PartitionedIndex"]
 

@@ -32,9 +32,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from arecall.core.errors import ArecallError
-from arecall.vector.schema import IndexConfig
 from arecall.vector.index import build_index
 from arecall.vector.oracle import global_local_selectivity
+from arecall.vector.schema import IndexConfig
 
 __all__ = ["Workload", "load_workload", "principal_table"]
 

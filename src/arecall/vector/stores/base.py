@@ -42,8 +42,8 @@ import numpy.typing as npt
 
 from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_positive_int
-from arecall.vector.schema import IndexConfig
 from arecall.vector.index import Hits
+from arecall.vector.schema import IndexConfig
 
 __all__ = ["Below", "HnswStore", "InSet", "Predicate", "VectorStore", "check_attributes"]
 

@@ -17,9 +17,9 @@ import numpy as np
 import numpy.typing as npt
 
 from arecall.core.errors import ArecallError
-from arecall.vector.schema import IndexConfig
 from arecall.vector.index import INDEX_KINDS, METRICS, Hits, VectorIndex, build_index
 from arecall.vector.placement import AutoPlanner, answer, calibrate_auto
+from arecall.vector.schema import IndexConfig
 from arecall.vector.stores import STORES
 from arecall.vector.stores.base import Predicate, VectorStore, check_attributes
 

@@ -29,8 +29,8 @@ import numpy.typing as npt
 
 from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_matrix, check_positive_int
-from arecall.vector.schema import IndexConfig
 from arecall.vector.index import Hits
+from arecall.vector.schema import IndexConfig
 from arecall.vector.stores import STORES
 from arecall.vector.stores.base import Below, Predicate, VectorStore, check_attributes
 
