@@ -16,8 +16,8 @@ from arecall.io.vectors import write_vectors
 from arecall.pipeline.config import default_config
 from arecall.pipeline.layout import Layout
 from arecall.pipeline.stages.vectors import vector_search
-from arecall.vector.schema import IndexConfig
 from arecall.vector.generator import l2_normalise
+from arecall.vector.schema import IndexConfig
 from arecall.vector.workload import load_workload, principal_table
 
 N_CLUSTERS, PER_CLUSTER, DIMS, N_QUERIES, K = 20, 30, 24, 12, 10
