@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -58,17 +59,17 @@ def seed_overrides(n_docs: int, n_queries: int, n_principals: int) -> list[str]:
     ]
 
 
-def arecall_metrics(cfg: dict) -> tuple[dict, float]:
+def arecall_metrics(cfg: Any) -> tuple[dict, float]:
     """rank + filter + score in memory; returns the summary and the wall time."""
-    collection = apply_profiles(load_corpus(cfg["corpus"]), cfg["profiles"])
+    collection = apply_profiles(load_corpus(cfg.corpus), cfg.profiles)
     ks = ks_of(cfg)
     start = time.perf_counter()
-    retriever = make_retriever(cfg["retriever"]).fit(collection.documents["text"].tolist())
+    retriever = make_retriever(cfg.retriever).fit(collection.documents["text"].tolist())
     acl, rel = collection.acl_matrix(), collection.relevance_matrix()
     ranking = rank_queries(
         [retriever.score(collection.queries["text"].tolist())],
         n_queries=len(collection.queries),
-        depth=cfg["retriever"]["depth"],
+        depth=cfg.retriever.depth,
         acl=acl,
         k_max=max(ks),
         relevance=rel,
@@ -93,7 +94,7 @@ def bench_seed(args: argparse.Namespace) -> None:
     arecall_metrics(default_config(seed_overrides(200, 16, 2)))  # warm up: imports, caches
     cfg = default_config(seed_overrides(args.docs, args.queries, args.principals))
     ours, t_ours = arecall_metrics(cfg)
-    collection = apply_profiles(load_corpus(cfg["corpus"]), cfg["profiles"])
+    collection = apply_profiles(load_corpus(cfg.corpus), cfg.profiles)
     start = time.perf_counter()
     theirs = seed_reference(collection, ks_of(cfg))
     t_seed = time.perf_counter() - start
@@ -125,7 +126,7 @@ def _run_stage(name: str, cwd: Path) -> tuple[float, float]:
 def scale_overrides(args: argparse.Namespace) -> list[str]:
     """The ``scale`` corpus: the generator's defaults (realistic) or the earlier figures'."""
     if args.corpus == "realistic":
-        domains = default_config(["corpus=synthetic"])["corpus"]["n_domains"]
+        domains = default_config(["corpus=synthetic"]).corpus.n_domains
         corpus = [
             f"corpus.n_docs={args.docs}",
             f"corpus.queries_per_domain={max(1, args.queries // domains)}",
@@ -153,7 +154,7 @@ def scale_overrides(args: argparse.Namespace) -> list[str]:
 
 
 def bench_scale(args: argparse.Namespace) -> None:
-    cfg = default_config(scale_overrides(args))
+    cfg = default_config(scale_overrides(args)).params()
     cfg["retriever"]["name"] = args.retriever
     timed = set(args.stages.split(",")) if args.stages else set(STAGES)
     with tempfile.TemporaryDirectory() as tmp:

@@ -85,12 +85,12 @@ def tracked_env(store: Path) -> dict[str, str]:
     return env
 
 
-def write_seed_layout(cfg: dict[str, Any], directory: Path) -> None:
+def write_seed_layout(cfg: Any, directory: Path) -> None:
     """The synthetic collection as corpus.json, queries.json and profiles.json."""
     from arecall.data.authorization import apply_profiles
     from arecall.data.sources import load_corpus
 
-    c = apply_profiles(load_corpus(cfg["corpus"]), cfg["profiles"])
+    c = apply_profiles(load_corpus(cfg.corpus), cfg.profiles)
     directory.mkdir(parents=True, exist_ok=True)
     datasets = [
         {"dataset": d, "description": t}

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from arecall.pipeline.config import default_config
+from arecall.pipeline.schema import ExperimentConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -26,7 +27,7 @@ VENV_BIN = Path(sys.executable).parent
 FAST_PROOF = "evaluation.proof.max_examples=5"
 
 
-def fast_config(*overrides: str) -> dict[str, Any]:
+def fast_config(*overrides: str) -> ExperimentConfig:
     """`default_config` with the fast property search (later overrides win)."""
     return default_config([FAST_PROOF, *overrides])
 

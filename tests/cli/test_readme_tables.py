@@ -36,7 +36,7 @@ def test_the_readme_keeps_the_results_and_the_docs_the_vector_table():
 
 def test_committed_reports_equal_what_the_pipeline_produces_now():
     cfg = load_params(ROOT / "params.yaml")
-    cfg["evaluation"]["proof"]["max_examples"] = 5  # proof.json is checked end to end elsewhere
+    cfg.evaluation.proof.max_examples = 5  # proof.json is checked end to end elsewhere
     fresh = run_in_memory(cfg)
     assert fresh["metrics"] == json.loads((ROOT / "reports" / "metrics.json").read_text())
     assert fresh["tables"] == (ROOT / "reports" / "tables.md").read_text()

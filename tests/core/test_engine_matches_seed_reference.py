@@ -30,5 +30,5 @@ def test_engine_equals_the_seed_reference_on_a_synthetic_corpus(depth):
         overrides.append(f"retriever.depth={depth}")  # shallow head + exact pre tails
     cfg = default_config(overrides)
     ours, _ = arecall_metrics(cfg)
-    collection = apply_profiles(load_corpus(cfg["corpus"]), cfg["profiles"])
+    collection = apply_profiles(load_corpus(cfg.corpus), cfg.profiles)
     compare(ours, seed_reference(collection, (1, 3, 5, 10)))

@@ -30,8 +30,9 @@ from arecall.core.placement import place_all
 from arecall.core.ranking import rank_queries
 from arecall.core.scoring import score_pairs
 from arecall.evaluate.evaluation import evaluate
-from arecall.pipeline.config import default_config
+from arecall.pipeline.config import checked, default_config
 from arecall.pipeline.run import Layout, filter_lists, generate, prove, rank, score
+from arecall.pipeline.schema import EngineConfig
 
 from tests.helpers import FAST_PROOF
 
@@ -113,7 +114,7 @@ def test_engine_config_errors_are_one_line():
     ):
         make_engine("ray")
     with pytest.raises(ArecallError, match="needs a scheduler address"):
-        engine_from_config({"engine": {"name": "dask", "scheduler": ""}})
+        engine_from_config(EngineConfig(name="dask", scheduler=""))
     with pytest.raises(ArecallError, match=r"block_principals: expected N >= 0"):
         make_engine("local", block=-1)
 
@@ -133,7 +134,7 @@ def test_the_config_takes_the_engine_section():
             "evaluation.engine.block_principals=3",
         ]
     )
-    assert cfg["evaluation"]["engine"] == {
+    assert cfg.params()["evaluation"]["engine"] == {
         "name": "dask",
         "scheduler": address,
         "block_principals": 3,
@@ -142,8 +143,10 @@ def test_the_config_takes_the_engine_section():
         default_config(["evaluation.engine.name=dask"])  # no scheduler: refused at composition
     with pytest.raises(ArecallError, match=r"engine\.name"):
         default_config(["evaluation.engine.name=spark"])
-    assert engine_from_config({"engine": {"name": "local", "scheduler": ""}}) == LocalEngine()
-    assert engine_from_config({}) == LocalEngine()  # a params.yaml from before the setting
+    assert engine_from_config(EngineConfig(name="local", scheduler="")) == LocalEngine()
+    before = {**default_config().params(), "evaluation": {"ks": [1, 3, 5, 10]}}
+    # a params.yaml from before the setting
+    assert engine_from_config(checked(before).evaluation.engine) == LocalEngine()
 
 
 def _random_world(seed: int, n_p: int = 7, n_q: int = 9, n_d: int = 40):

@@ -315,7 +315,7 @@ def test_bad_knobs_are_refused_in_one_line_naming_the_field(patch, message):
 
 
 def test_the_config_option_composes_with_the_generator_defaults():
-    cfg = default_config(["corpus=synthetic"])["corpus"]
+    cfg = default_config(["corpus=synthetic"]).corpus
     spec = SyntheticSpec.from_config(cfg)
     assert spec == SyntheticSpec.from_config({})
     assert spec.n_docs == 40 and spec.n_queries == 24

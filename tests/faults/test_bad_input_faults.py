@@ -55,7 +55,7 @@ def _one_line(result, *expected: str) -> str:
 
 def _params(tmp_path: Path, choices: list[str], **patch) -> Path:
     """params.yaml as DVC writes it for ``choices``, with dotted keys patched raw."""
-    data = default_config(choices)
+    data = default_config(choices).params()
     for dotted, value in patch.items():
         *path, leaf = dotted.split("__")
         node = data
@@ -267,7 +267,7 @@ def test_a_k_beyond_memory_is_refused_at_composition(tmp_path, arecall, memory_2
 
 
 def test_a_k_within_memory_is_accepted(memory_20gib):
-    assert default_config(["evaluation.ks=[1,1000]"])["evaluation"]["ks"] == [1, 1000]
+    assert default_config(["evaluation.ks=[1,1000]"]).evaluation.ks == [1, 1000]
 
 
 @pytest.mark.parametrize(

@@ -347,7 +347,7 @@ import sys
 from arecall.pipeline.config import default_config
 from arecall.pipeline.layout import Layout
 from arecall.tracking.pipeline import log_run
-cfg = default_config(["evaluation.proof.max_examples=5"])
+cfg = default_config(["evaluation.proof.max_examples=5"]).params()
 log_run(cfg, Layout.run(sys.argv[1]).report_files(), run_name=sys.argv[2])
 """
 
@@ -446,7 +446,7 @@ def test_arecall_log_never_resolves_an_interpolation_from_the_run_directory(
     tmp_path, mlflow_store, arecall, monkeypatch
 ):
     monkeypatch.setenv("ARECALL_TEST_SECRET", "s3cr3t-token")
-    cfg = fast_config()
+    cfg = fast_config().params()
     cfg["tracking"]["experiment"] = "${oc.env:ARECALL_TEST_SECRET}"
     out = _run_dir(tmp_path, cfg)
     proc = arecall("log", str(out))
@@ -465,7 +465,7 @@ def test_arecall_log_reads_the_vector_corpus_name_hydra_leaves_unresolved(
 ):
     from tests.helpers import ROOT
 
-    cfg = fast_config("vector_search.enabled=true")
+    cfg = fast_config("vector_search.enabled=true").params()
     assert cfg["vector_search"]["corpus"]["name"] == "vectors"
     cfg["vector_search"]["corpus"]["name"] = "${arecall.vector_search_only:}"  # as Hydra saves it
     out = _run_dir(tmp_path, cfg)

@@ -242,7 +242,7 @@ def test_a_store_with_placements_it_answers_composes():
     for store in ("chroma", "lancedb", "faiss"):
         cfg = default_config(
             [f"vector_search.index.store={store}", "vector_search.index.placements=[post,pre]"]
-        )
+        ).params()
         assert cfg["vector_search"]["index"]["store"] == store
 
 

@@ -18,8 +18,9 @@ from tests.pipeline.test_typed_config import REQUIRED
 
 
 def test_params_yaml_is_the_composition_of_the_dvc_config():
-    assert yaml.safe_load((ROOT / "params.yaml").read_text()) == default_config(
-        config_name=DVC_CONFIG
+    assert (
+        yaml.safe_load((ROOT / "params.yaml").read_text())
+        == default_config(config_name=DVC_CONFIG).params()
     )
 
 
@@ -28,7 +29,7 @@ def test_params_yaml_is_hydras_dump_of_the_composition_byte_for_byte():
 
     header, _, body = (ROOT / "params.yaml").read_text().partition("\n")
     assert header.startswith("# Generated: ")
-    assert body == OmegaConf.to_yaml(default_config(config_name=DVC_CONFIG))
+    assert body == OmegaConf.to_yaml(default_config(config_name=DVC_CONFIG).params())
 
 
 def test_dvc_composes_params_from_the_dvc_config():
@@ -39,10 +40,12 @@ def test_dvc_composes_params_from_the_dvc_config():
 
 def test_the_vector_experiment_is_off_for_a_run_and_on_in_the_dvc_pipeline():
     # a text run neither waits for nor prints it; `dvc repro` regenerates the docs' table
-    assert default_config()["vector_search"]["enabled"] is False
-    dvc = default_config(config_name=DVC_CONFIG)
+    assert default_config().params()["vector_search"]["enabled"] is False
+    dvc = default_config(config_name=DVC_CONFIG).params()
     assert dvc["vector_search"]["enabled"] is True
-    assert {**dvc, "vector_search": {**dvc["vector_search"], "enabled": False}} == default_config()
+    assert {**dvc, "vector_search": {**dvc["vector_search"], "enabled": False}} == (
+        default_config().params()
+    )
 
 
 def test_conf_at_the_top_level_is_the_packaged_conf():
@@ -71,11 +74,13 @@ def test_every_group_option_composes_and_names_a_registered_implementation(group
     for option in _options(group):
         assert option in registry
         if option in VECTOR_ONLY:
-            cfg = default_config()
+            cfg = default_config().params()
             assert cfg["vector_search"][group]["name"] == option
             continue
         dense = ["retriever=dense_lsa"] if group == "index" and option != "none" else []
-        cfg = default_config([f"{group}={option}", *REQUIRED.get((group, option), []), *dense])
+        cfg = default_config(
+            [f"{group}={option}", *REQUIRED.get((group, option), []), *dense]
+        ).params()
         assert cfg[group]["name"] == option
     assert set(registry) == set(_options(group))
 
@@ -87,7 +92,9 @@ def test_corpus_vectors_as_the_text_corpus_is_refused_in_one_line_naming_vector_
 
 
 def test_the_vector_experiment_is_composed_from_the_groups_under_vector_search():
-    cfg = default_config(["index@vector_search.index=exact", "vector_search.corpus.n_docs=500"])
+    cfg = default_config(
+        ["index@vector_search.index=exact", "vector_search.corpus.n_docs=500"]
+    ).params()
     assert cfg["vector_search"]["index"]["name"] == "exact"
     assert cfg["vector_search"]["corpus"]["n_docs"] == 500
     assert cfg["index"]["name"] == "none"  # the text pipeline's own index is untouched
@@ -110,7 +117,7 @@ def test_dvc_composes_conf_with_hydra():
     ],
 )
 def test_bad_values_are_refused_naming_the_field(patch, message):
-    cfg = {**default_config(), **patch}
+    cfg = {**default_config().params(), **patch}
     with pytest.raises(ArecallError, match=message.replace("[", r"\[").replace("]", r"\]")):
         checked(cfg)
 

@@ -10,6 +10,7 @@ by some stage, so ``dvc exp run -S group=option`` reruns what it affects.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping
 from functools import cache
 from pathlib import Path
@@ -21,7 +22,7 @@ import yaml
 from arecall.core.errors import ArecallError
 from arecall.pipeline.config import CONF_DIR, default_config
 from arecall.pipeline.layout import Layout
-from arecall.pipeline.schema import COMPOSED, GROUPS, SECTIONS
+from arecall.pipeline.schema import COMPOSED, GROUPS, SECTIONS, ExperimentConfig
 
 from tests.helpers import ROOT
 from tests.pipeline.test_typed_config import REQUIRED
@@ -29,49 +30,40 @@ from tests.pipeline.test_typed_config import REQUIRED
 DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
 
 
-class Recorder(dict):  # type: ignore[type-arg]
-    """A config section recording the dotted keys read through it (a dict, for schema checks).
-
-    Reading a leaf records its key; iterating a mapping (``dict(section)``, a schema check)
-    records the whole mapping's key.
-    """
-
-    def __init__(self, data: Mapping[str, Any], reads: set[str], prefix: str = "") -> None:
-        super().__init__(data)
-        self._reads, self._prefix = reads, prefix
-
-    def _whole(self) -> None:
-        self._reads.add(self._prefix.rstrip(".") or "*")
-
-    def __getitem__(self, key: str) -> Any:
-        value = super().__getitem__(key)
-        name = f"{self._prefix}{key}"
-        if isinstance(value, Mapping):
-            return Recorder(value, self._reads, f"{name}.")
-        self._reads.add(name)
-        return value
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self[key] if key in self else default  # noqa: SIM401 (records the read)
-
-    def __iter__(self) -> Iterator[str]:
-        self._whole()
-        return super().__iter__()
-
-    def keys(self) -> Any:
-        self._whole()
-        return super().keys()
-
-    def items(self) -> Any:
-        self._whole()
-        return super().items()
-
-    def values(self) -> Any:
-        self._whole()
-        return super().values()
+_RECORDING: dict[type, type] = {}
 
 
-def _small(overrides: list[str]) -> dict[str, Any]:
+def _recording_class(cls: type) -> type:
+    """A subclass of the schema ``cls`` whose field reads are recorded (``isinstance`` holds, so
+    the code under test takes it for the checked section it is)."""
+    if cls not in _RECORDING:
+
+        def __getattribute__(self: Any, name: str) -> Any:
+            value = object.__getattribute__(self, name)
+            fields = object.__getattribute__(self, "__dataclass_fields__")
+            if name in fields and not dataclasses.is_dataclass(value):  # a section records its own
+                reads, prefix = object.__getattribute__(self, "_recorded")
+                reads.add(f"{prefix}{name}")
+            return value
+
+        _RECORDING[cls] = type(cls.__name__, (cls,), {"__getattribute__": __getattribute__})
+    return _RECORDING[cls]
+
+
+def recording(obj: Any, reads: set[str], prefix: str = "") -> Any:
+    """``obj``, a checked config (or section), whose every leaf read adds its dotted key to
+    ``reads`` (``dataclasses.asdict``, which reads every field, records them all)."""
+    made = object.__new__(_recording_class(type(obj)))
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            value = recording(value, reads, f"{prefix}{f.name}.")
+        object.__setattr__(made, f.name, value)
+    object.__setattr__(made, "_recorded", (reads, prefix))
+    return made
+
+
+def _small(overrides: list[str]) -> ExperimentConfig:
     return default_config(
         [
             "evaluation.proof.max_examples=3",
@@ -100,19 +92,13 @@ def _reads(tmp: Path) -> dict[str, set[str]]:
         cfg = _small(overrides)
         layout = Layout.run(tmp / label.replace(" ", "_"))
         for name, stage in stages.items():
-            stage(Recorder(cfg, reads[name]), layout)
+            stage(recording(cfg, reads[name]), layout)
     return reads
 
 
 @pytest.fixture(scope="module")
 def reads(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
-    import omegaconf._utils as utils
-
-    plain = utils.get_type_of
-    with pytest.MonkeyPatch.context() as patch:
-        # a schema check (OmegaConf) takes a Recorder as the plain dict it is, reading it whole
-        patch.setattr(utils, "get_type_of", lambda o: dict if isinstance(o, Recorder) else plain(o))
-        return _reads(tmp_path_factory.mktemp("stages"))
+    return _reads(tmp_path_factory.mktemp("stages"))
 
 
 def _declared(stage: str) -> set[str]:
@@ -133,7 +119,8 @@ def test_each_stage_declares_exactly_the_keys_its_function_reads(reads):
             wrong[stage] = {"declared, not read": unread, "read, not declared": undeclared}
     assert not wrong, wrong
     assert set(reads) | {"track"} == set(DVC)
-    assert reads["rank"] >= {"evaluation.ks", "retriever"}  # the recorder sees what is read
+    # the recorder sees what is read, field by field
+    assert reads["rank"] >= {"evaluation.ks", "retriever.depth", "retriever.chunk_queries"}
 
 
 def test_track_declares_every_section_since_it_logs_the_whole_config():
@@ -177,7 +164,7 @@ def test_every_option_of_every_group_reaches_the_params_of_a_stage(group, option
         return
     cfg = default_config([f"{group}={option}", *[e for e in extra if "index=exact" not in e]])
     section = group.split("@")[1] if "@" in group else group
-    node: Any = cfg
+    node: Any = cfg.params()
     for part in section.split("."):
         node = node[part]
     declared = {p for s in DVC for p in _declared(s)}

@@ -37,10 +37,12 @@ def _acl(out: Path) -> set[tuple[str, str]]:
 
 
 def test_the_overrides_compose_for_sweeps_and_help():
-    cfg = default_config(["profiles=clearance", GRANTS, "profiles.clearances={analyst:internal}"])
+    cfg = default_config(
+        ["profiles=clearance", GRANTS, "profiles.clearances={analyst:internal}"]
+    ).params()
     assert cfg["profiles"]["grants"] == {"analyst": ["analytics"]}
     assert cfg["profiles"]["clearances"] == {"analyst": "internal"}
-    plus = default_config(["profiles=domains", "+profiles.grants={analyst:[analytics]}"])
+    plus = default_config(["profiles=domains", "+profiles.grants={analyst:[analytics]}"]).params()
     assert plus["profiles"]["grants"] == {"analyst": ["analytics"]}
 
 

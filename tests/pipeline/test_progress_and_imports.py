@@ -10,6 +10,7 @@ import json
 import re
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 import yaml
@@ -181,6 +182,13 @@ SMALL_VECTORS = {
 VECTOR_FILES = ("vector_table", "vector_csv", "vector_curve", "vector_plot")
 
 
+def _with_vectors(section: dict) -> Any:
+    """The default config with this ``vector_search`` section (enabled), checked."""
+    from arecall.pipeline.config import checked, default_config
+
+    return checked({**default_config().params(), "vector_search": {**section, "enabled": True}})
+
+
 def _vector_outputs(layout) -> dict[str, bytes]:
     return {name: getattr(layout, name).read_bytes() for name in VECTOR_FILES}
 
@@ -196,7 +204,7 @@ def test_an_unchanged_vector_experiment_is_copied_from_the_cache_byte_identical(
     compute = vectors._compute
     monkeypatch.setattr(vectors, "_compute", lambda *a: calls.append(1) or compute(*a))
     monkeypatch.setenv(vector_cache.CACHE_ENV, str(tmp_path / "cache"))
-    cfg = {"vector_search": SMALL_VECTORS}
+    cfg = _with_vectors(SMALL_VECTORS)
     first = vectors.vector_search(cfg, Layout.run(tmp_path / "a"))
     second = vectors.vector_search(cfg, Layout.run(tmp_path / "b"))
     assert len(calls) == 1  # the second run computed nothing
@@ -207,7 +215,7 @@ def test_an_unchanged_vector_experiment_is_copied_from_the_cache_byte_identical(
     assert second.drop(columns="qps").equals(first.drop(columns="qps"))
     assert second.attrs["k"] == first.attrs["k"]
     # a changed section is another experiment: computed again
-    other = {"vector_search": {**SMALL_VECTORS, "corpus": {**SMALL_VECTORS["corpus"], "seed": 1}}}
+    other = _with_vectors({**SMALL_VECTORS, "corpus": {**SMALL_VECTORS["corpus"], "seed": 1}})
     vectors.vector_search(other, Layout.run(tmp_path / "c"))
     assert len(calls) == 2
 
@@ -220,7 +228,9 @@ def test_a_changed_store_library_is_another_cache_entry(store, library, monkeypa
 
     from arecall.pipeline import vector_cache
 
-    section = {**SMALL_VECTORS, "index": {"name": "hnsw", "store": store}}
+    index = {"name": "hnsw", "store": store, "placements": ["post", "pushdown", "pre"]}
+    section = _with_vectors({**SMALL_VECTORS, "index": index})
+    section = section.vector_search
     before = vector_cache.cache_key(section)
     real = importlib.metadata.version
 
@@ -237,7 +247,7 @@ def test_a_damaged_cache_entry_is_recomputed_never_used(tmp_path, monkeypatch):
     from arecall.pipeline.stages import vectors
 
     monkeypatch.setenv(vector_cache.CACHE_ENV, str(tmp_path / "cache"))
-    cfg = {"vector_search": SMALL_VECTORS}
+    cfg = _with_vectors(SMALL_VECTORS)
     vectors.vector_search(cfg, Layout.run(tmp_path / "a"))
     (entry,) = (tmp_path / "cache" / "vectors").iterdir()
     (entry / "vector_search.csv").write_text("selectivity\n0.0\n")  # a torn or edited entry
@@ -258,9 +268,9 @@ def test_a_second_writer_of_the_same_entry_loses_quietly_and_the_entry_stays_who
 
     root = tmp_path / "cache"
     monkeypatch.setenv(vector_cache.CACHE_ENV, str(root))
-    cfg = {"vector_search": SMALL_VECTORS}
+    cfg = _with_vectors(SMALL_VECTORS)
     table = vectors.vector_search(cfg, Layout.run(tmp_path / "a"))
-    key = vector_cache.cache_key(SMALL_VECTORS)
+    key = vector_cache.cache_key(cfg.vector_search)
     before = {p.name: p.read_bytes() for p in (root / "vectors" / key).iterdir()}
     # as a concurrent run that computed the same experiment would: publish again
     vector_cache.publish(root / "vectors", key, Layout.run(tmp_path / "a"), table)
@@ -277,7 +287,7 @@ def test_the_cache_can_be_turned_off(tmp_path, monkeypatch):
     monkeypatch.setenv(vector_cache.CACHE_ENV, "off")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    table = vectors.vector_search({"vector_search": SMALL_VECTORS}, Layout.run(tmp_path / "a"))
+    table = vectors.vector_search(_with_vectors(SMALL_VECTORS), Layout.run(tmp_path / "a"))
     assert "cache" not in table.attrs
     assert not (tmp_path / "xdg").exists() and not (tmp_path / "home").exists()
 
@@ -289,7 +299,7 @@ def test_a_cache_hit_and_the_report_plot_load_neither_faiss_nor_pyplot(tmp_path,
     from arecall.pipeline.stages import vectors
 
     monkeypatch.setenv(vector_cache.CACHE_ENV, str(tmp_path / "cache"))
-    vectors.vector_search({"vector_search": SMALL_VECTORS}, Layout.run(tmp_path / "warm"))
+    vectors.vector_search(_with_vectors(SMALL_VECTORS), Layout.run(tmp_path / "warm"))
     out = tmp_path / "out"
     out.mkdir()
     (out / "metrics.json").write_bytes((ROOT / "reports" / "metrics.json").read_bytes())

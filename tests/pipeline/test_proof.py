@@ -28,7 +28,7 @@ from tests.helpers import fast_config
 def test_all_property_claims_hold_at_the_configured_strength():
     # The prove stage's own search at the configured size, as `dvc repro` runs it. Every other
     # test that runs the pipeline for its numbers uses helpers.FAST_PROOF.
-    n = default_config()["evaluation"]["proof"]["max_examples"]
+    n = default_config().params()["evaluation"]["proof"]["max_examples"]
     assert n >= 200
     results = proof.check_properties(max_examples=n)
     assert [r.claim for r in results] == [name for name, _, _ in proof.PROPERTIES]

@@ -34,7 +34,7 @@ def test_an_index_free_run_writes_its_index_table_as_a_header_dvc_does_not_warn_
     from arecall.pipeline.stages.index_search import index_search
 
     none = Layout.run(tmp_path / "none")
-    index_search({"index": {"name": "none"}}, none)
+    index_search(fast_config(), none)
     measured = Layout.run(tmp_path / "exact")
     run_all(fast_config("index=exact", "retriever=dense_lsa", "retriever.n_components=8"), measured)
     header = measured.index_csv.read_text().splitlines()[0]
@@ -46,7 +46,7 @@ def test_a_vector_experiment_left_off_writes_headers_and_a_line_saying_so(tmp_pa
     from arecall.pipeline.stages.vectors import OFF, vector_search
 
     layout = Layout.run(tmp_path)
-    assert vector_search({"vector_search": {"enabled": False}}, layout) is None
+    assert vector_search(fast_config("vector_search.enabled=false"), layout) is None
     for name in ("vector_csv", "vector_curve"):  # the committed tables' own headers
         header = (ROOT / "reports" / getattr(layout, name).name).read_text().splitlines()[0]
         assert getattr(layout, name).read_text() == header + "\n"

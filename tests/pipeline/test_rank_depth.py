@@ -154,16 +154,19 @@ def test_both_forms_mix_within_one_ranking_and_place_exactly():
 def test_a_depth_below_the_largest_k_is_refused_naming_both_keys():
     with pytest.raises(ConfigProblem, match=r"retriever\.depth: .*evaluation\.ks: 5"):
         default_config(["retriever.depth=3", "evaluation.ks=[1,5]"])
-    cfg = {"retriever": {"depth": 1}, "evaluation": {"ks": [1, 5, 10]}}
+    cfg = default_config(["evaluation.ks=[1,5,10]"])
+    cfg.retriever.depth = 1
     with pytest.raises(ConfigProblem, match=r"^retriever\.depth: .*evaluation\.ks: 10.*got 1$"):
         check_depth(cfg)
-    check_depth({"retriever": {"depth": 10}, "evaluation": {"ks": [1, 5, 10]}})
-    check_depth({"retriever": {"depth": None}, "evaluation": {"ks": [1, 5, 10]}})
+    cfg.retriever.depth = 10
+    check_depth(cfg)
+    cfg.retriever.depth = None
+    check_depth(cfg)
 
 
 @pytest.mark.long
 def test_the_rank_stage_refuses_a_shallow_depth_in_one_line(tmp_path):
-    cfg = default_config(["evaluation.ks=[1,5]", "tracking.enabled=false"])
+    cfg = default_config(["evaluation.ks=[1,5]", "tracking.enabled=false"]).params()
     cfg["retriever"]["depth"] = 3  # as a hand edit of params.yaml would (composing refuses it)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     out = subprocess.run(

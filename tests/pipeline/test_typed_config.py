@@ -71,7 +71,7 @@ def test_arecall_run_refuses_a_bad_value_in_one_line_and_writes_nothing(
 def _params_with(tmp_path: Path, overrides: list[str]) -> Path:
     """params.yaml as DVC would write it for ``overrides``, with the last value patched raw."""
     *choices, last = overrides
-    data = default_config(choices)
+    data = default_config(choices).params()
     key, _, raw = last.lstrip("+").partition("=")
     *path, leaf = key.split(".")
     node = data
@@ -143,9 +143,10 @@ COMPANIONS = {
 def test_every_option_composes_from_its_schema_and_validates(group, option):
     needs = [*REQUIRED.get((group, option), []), *COMPANIONS.get((group, option), [])]
     if (group, option) == ("corpus", "vectors"):  # the vector experiment's corpus only
-        cfg, section = default_config(), default_config()["vector_search"]["corpus"]
+        cfg = default_config().params()
+        section = cfg["vector_search"]["corpus"]
     else:
-        cfg = default_config([f"{group}={option}", *needs])
+        cfg = default_config([f"{group}={option}", *needs]).params()
         section = cfg[group]
     schema = GROUPS[group][option]
     assert set(section) == {f.name for f in dataclasses.fields(schema)}

@@ -15,9 +15,12 @@ import re
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from arecall.core.errors import ArecallError
+
+if TYPE_CHECKING:
+    from arecall.pipeline.schema import ExperimentConfig
 
 __all__ = ["log_main"]
 
@@ -53,14 +56,15 @@ def log_main(argv: Sequence[str]) -> int:
         raise ArecallError(f"log: expected one directory ({USAGE.removeprefix('usage: ')})")
     directory = Path(args[0])
     if (directory / "params.yaml").is_file():
-        cfg, layout, entry = load_params(directory / "params.yaml"), Layout.dvc(directory), "dvc"
+        config, layout, entry = load_params(directory / "params.yaml"), Layout.dvc(directory), "dvc"
     elif (directory / ".hydra" / "config.yaml").is_file():
-        cfg, layout = _run_config(directory / ".hydra" / "config.yaml"), Layout.run(directory)
+        config, layout = _run_config(directory / ".hydra" / "config.yaml"), Layout.run(directory)
         entry = "arecall run"
     else:
         raise ArecallError(
             f"{directory}: not a run directory (no .hydra/config.yaml, no params.yaml)"
         )
+    cfg = config.params()  # what the run logs
     reports = layout.report_files()
     if "metrics" not in reports and "vector_csv" not in reports:
         raise ArecallError(
@@ -99,7 +103,7 @@ def log_main(argv: Sequence[str]) -> int:
 _OWN_RESOLVER = re.compile(r"\$\{arecall\.[A-Za-z_]+:\}")
 
 
-def _run_config(path: Path) -> dict[str, Any]:
+def _run_config(path: Path) -> ExperimentConfig:
     """The config Hydra saved for a run, checked like params.yaml; interpolations refused.
 
     Hydra saves the composition unresolved. The directory being logged may come from someone

@@ -202,8 +202,8 @@ def config_problem(root: str | Path = ".", *, lock: bool = True) -> str | None:
     from arecall.tracking.run import flatten
 
     root = Path(root)
-    defaults = flatten(default_config(config_name=DVC_CONFIG))
-    params = flatten(load_params(root / "params.yaml"))
+    defaults = flatten(default_config(config_name=DVC_CONFIG).params())
+    params = flatten(load_params(root / "params.yaml").params())
     differences = _differences(params, defaults)
     if differences:
         return (

@@ -343,7 +343,7 @@ def _run_single(overrides: list[str], body: Any) -> None:
             GlobalHydra.instance().clear()  # composition_error composes with its own Hydra
             raise composition_error(list(overrides), exc) from None
         checked = check_config(container, origin=origin)
-        _check_raw_strings(overrides, checked)
+        _check_raw_strings(overrides, checked.params())
         check_callbacks(cfg.hydra.callbacks, origin)
         directory = _pinned_directory(cfg, "hydra.run.dir", origin)
         check_writable(directory)
@@ -453,15 +453,23 @@ def _tracked(
     """
     from hydra.types import RunMode
 
+    from arecall.pipeline.config import checked
     from arecall.tracking.run import logged_line, now_ms
     from arecall.tracking.tracker import RemoteRun, take_tracker
 
     tracker = take_tracker()
-    if not config["tracking"]["enabled"]:
+    try:  # composed by Hydra: checked here, once, into the typed config the stages take
+        cfg = checked(config)
+    except ArecallError:
         if tracker is not None:
             tracker.close()
-        result: dict[str, Any] = run_all(config, layout)
+        raise
+    if not cfg.tracking.enabled:
+        if tracker is not None:
+            tracker.close()
+        result: dict[str, Any] = run_all(cfg, layout)
         return result
+    config = cfg.params()  # what the run logs
     from arecall.tracking.pipeline import finish_pipeline_run, pipeline_run
 
     sweep = hydra_cfg.mode == RunMode.MULTIRUN
@@ -483,14 +491,14 @@ def _tracked(
     if tracker is not None:
         with RemoteRun(tracker, run) as remote:
             remote.start()
-            result = run_all(config, layout)
+            result = run_all(cfg, layout)
             finish.update(_timed(result))
             run_id = remote.finish(layout.report_files(), **finish)
             nested = remote.nested
     else:
         with run:
             run.start()
-            result = run_all(config, layout)
+            result = run_all(cfg, layout)
             finish.update(_timed(result))
             run_id = finish_pipeline_run(run, layout.report_files(), **finish)
             nested = run.nested
@@ -604,7 +612,7 @@ def check_composition(argv: Sequence[str]) -> None:
         ]
     for point in points:
         check_group_choices(point, CONF_DIR)
-        _check_raw_strings(point, default_config(point))
+        _check_raw_strings(point, default_config(point).params())
     if args.multirun:
         _check_launch(points)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -86,7 +85,7 @@ def _groups_block(conf_dir: Path) -> str:
 def _settings_block(overrides: Sequence[str]) -> str:
     from arecall.pipeline.config import default_config
 
-    config: dict[str, Any] = default_config(list(overrides))
+    config = default_config(list(overrides)).params()
     body = yaml.safe_dump(config, sort_keys=False, default_flow_style=None, width=100)
     title = "settings (key=value), as " + (
         f"{' '.join(overrides)} composes them:" if overrides else "conf/ composes them:"

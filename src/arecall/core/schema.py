@@ -15,8 +15,11 @@ Examples
 ... class Demo:
 ...     n: int = setting(3, POSITIVE)
 ...     share: float = setting(0.5, interval(0.0, 1.0, low_open=True))
->>> validate(Demo, {"n": 5}, "demo")
-{'n': 5, 'share': 0.5}
+>>> checked = validate(Demo, {"n": 5}, "demo")
+>>> checked
+Demo(n=5, share=0.5)
+>>> validate(Demo, checked, "demo") is checked  # checked once: a typed section passes as is
+True
 >>> validate(Demo, {"n": "abc"}, "demo")
 Traceback (most recent call last):
 ...
@@ -36,9 +39,11 @@ import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from arecall.core.errors import ArecallError
+
+T = TypeVar("T")
 
 __all__ = [
     "NON_NEGATIVE",
@@ -335,17 +340,21 @@ def _rules(obj: Any, prefix: str, raw: Any) -> None:
         raise ConfigProblem(f"{prefix}.{name}", problem, value)
 
 
-def validate(cls: type, data: Any, prefix: str) -> dict[str, Any]:
+def validate(cls: type[T], data: Any, prefix: str) -> T:
     """Check ``data`` (one config section, plain values) against schema ``cls``; return it typed.
 
     Missing keys take the schema's defaults; values are converted as Hydra converts them
     (``"5"`` → 5 for an integer, 1 → 1.0 for a number); a wrong type, a value out of range, an
     unknown key or a failed cross-field check raises one `ConfigProblem` naming
-    ``prefix.key``.
+    ``prefix.key``. The result is an instance of ``cls`` (its nested sections instances of
+    theirs), what every stage takes; ``data`` that already is one was checked when it was
+    made and is returned as it is, so each rule runs once.
     """
     from omegaconf import Node, OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
+    if isinstance(data, cls):
+        return data
     _shape(cls, data, prefix)
     try:
         node = OmegaConf.merge(OmegaConf.structured(cls), data)
@@ -361,13 +370,15 @@ def validate(cls: type, data: Any, prefix: str) -> dict[str, Any]:
         reason = " ".join(str(exc).split("full_key:", 1)[0].split())
         raise ConfigProblem(f"{prefix}.{path}", reason, _get(data, path)) from None
     _rules(typed, prefix, data)
-    container = OmegaConf.to_container(node)
-    assert isinstance(container, dict)
-    return {str(k): v for k, v in container.items()}
+    assert isinstance(typed, cls)
+    return typed
 
 
-def select(schemas: Mapping[str, type], cfg: Any, group: str, kind: str) -> dict[str, Any]:
-    """Validate a config group's section against the schema its ``name`` selects.
+def select(schemas: Mapping[str, type], cfg: Any, group: str, kind: str) -> Any:
+    """Validate a config group's section against the schema its ``name`` selects; return it typed.
+
+    A section that already is an instance of one of ``schemas`` was checked when it was made
+    and is returned as it is.
 
     Examples
     --------
@@ -376,12 +387,14 @@ def select(schemas: Mapping[str, type], cfg: Any, group: str, kind: str) -> dict
     ... class Plain:
     ...     name: str = "plain"
     >>> select({"plain": Plain}, {"name": "plain"}, "demo", "demo kind")
-    {'name': 'plain'}
+    Plain(name='plain')
     >>> select({"plain": Plain}, {"name": "fancy"}, "demo", "demo kind")
     Traceback (most recent call last):
     ...
     arecall.core.schema.ConfigProblem: demo.name: unknown demo kind (known: plain), got 'fancy'
     """
+    if isinstance(cfg, tuple(schemas.values())):
+        return cfg
     if not isinstance(cfg, Mapping):
         raise ConfigProblem(group, "must be a mapping of settings", cfg)
     name = cfg.get("name")

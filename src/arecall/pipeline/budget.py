@@ -40,16 +40,16 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from arecall.core.schema import ConfigProblem
-from arecall.data.authorization import MODELS
-from arecall.data.authorization.schema import ProfilesSchema
-from arecall.data.sources import SOURCES
-from arecall.data.sources.schema import Sizes, SourceSchema
+from arecall.data.sources.schema import Sizes
+
+if TYPE_CHECKING:
+    from arecall.pipeline.schema import ExperimentConfig
+    from arecall.vector.schema import VectorsCorpusConfig
 
 __all__ = [
     "FLOOR",
@@ -168,7 +168,7 @@ def list_bytes(*, n_principals: int, n_queries: int, k_max: int) -> int:
 
 
 def check_lists_memory(
-    cfg: Mapping[str, Any], *, n_principals: int, n_queries: int, exact: bool = True
+    cfg: ExperimentConfig, *, n_principals: int, n_queries: int, exact: bool = True
 ) -> None:
     """Refuse a K whose placed lists do not fit in memory, naming ``evaluation.ks``.
 
@@ -176,9 +176,10 @@ def check_lists_memory(
 
     Examples
     --------
-    >>> check_lists_memory({"evaluation": {"ks": [1, 10]}}, n_principals=4, n_queries=24)
+    >>> from arecall.pipeline.config import default_config
+    >>> check_lists_memory(default_config(), n_principals=4, n_queries=24)
     """
-    ks = cfg["evaluation"]["ks"]
+    ks = cfg.evaluation.ks
     k_max = max(ks)
     pairs = max(n_principals, 1) * max(n_queries, 1)
     shape = f"{pairs} query-principal pair{'s' if pairs != 1 else ''}"
@@ -193,34 +194,20 @@ def check_lists_memory(
     )
 
 
-def _typed(entry_schema: type | None, section: Mapping[str, Any]) -> Any:
-    """A checked section as its schema's instance (None for a component without a schema)."""
-    return None if entry_schema is None else entry_schema(**section)
-
-
-def _source(corpus: Mapping[str, Any]) -> SourceSchema | None:
-    entry = SOURCES.get(corpus["name"])
-    return None if entry is None else _typed(entry.schema, corpus)
-
-
-def config_sizes(cfg: Mapping[str, Any]) -> Sizes:
+def config_sizes(cfg: ExperimentConfig) -> Sizes:
     """The sizes a checked text configuration fixes (corpus and authorization model).
 
     Examples
     --------
-    >>> config_sizes({"corpus": {"name": "discovery"}, "profiles": {"name": "open"}})
+    >>> from arecall.pipeline.config import default_config
+    >>> config_sizes(default_config(["profiles=open"]))
     Sizes(docs=40, queries=24, principals=1)
-    >>> config_sizes({"corpus": {"name": "beir"}, "profiles": {"name": "random",
-    ...                                                      "n_principals": 7}})
+    >>> config_sizes(default_config(["corpus=beir", "corpus.path=/data/beir", "profiles=random",
+    ...                              "profiles.n_principals=7"]))
     Sizes(docs=None, queries=None, principals=7)
     """
-    source = _source(cfg["corpus"])
-    sizes = source.sizes() if source is not None else Sizes(None, None, None)
-    entry = MODELS.get(cfg["profiles"]["name"])
-    model: ProfilesSchema | None = None if entry is None else _typed(entry.schema, cfg["profiles"])
-    if model is None:
-        return sizes
-    return replace(sizes, principals=model.principal_count(sizes.principals))
+    sizes = cfg.corpus.sizes()
+    return replace(sizes, principals=cfg.profiles.principal_count(sizes.principals))
 
 
 def check_resamples_memory(n_resamples: int, key: str) -> None:
@@ -242,7 +229,7 @@ def check_resamples_memory(n_resamples: int, key: str) -> None:
     )
 
 
-def check_config_memory(cfg: Mapping[str, Any]) -> None:
+def check_config_memory(cfg: ExperimentConfig) -> None:
     """Refuse a checked configuration whose dominant arrays cannot fit in memory.
 
     Runs with the schema check, before any stage: the corpus a configuration generates and the
@@ -250,19 +237,14 @@ def check_config_memory(cfg: Mapping[str, Any]) -> None:
 
     Examples
     --------
-    >>> check_config_memory({"corpus": {"name": "discovery"}, "profiles": {"name": "corpus"},
-    ...                      "evaluation": {"ks": [1, 3, 5, 10]}})
+    >>> from arecall.pipeline.config import default_config
+    >>> check_config_memory(default_config())
     """
-    significance = (cfg.get("evaluation") or {}).get("significance") or {}
-    if "resamples" in significance:
-        check_resamples_memory(significance["resamples"], "evaluation.significance.resamples")
-    vector_corpus = (cfg.get("vector_search") or {}).get("corpus")
-    if isinstance(vector_corpus, Mapping):
-        _vectors_memory("vector_search.corpus", vector_corpus)
-    source = _source(cfg["corpus"])
-    if source is None:  # not a text corpus (refused by the config check before this)
-        return
-    need = source.memory()
+    check_resamples_memory(
+        cfg.evaluation.significance.resamples, "evaluation.significance.resamples"
+    )
+    _vectors_memory("vector_search.corpus", cfg.vector_search.corpus)
+    need = cfg.corpus.memory()
     if need is not None:
         require_memory(
             need.bytes, f"corpus.{need.key}", need.subject, need.purpose, need.value, plural=True
@@ -276,10 +258,10 @@ def check_config_memory(cfg: Mapping[str, Any]) -> None:
     )
 
 
-def _vectors_memory(prefix: str, corpus: Mapping[str, Any]) -> None:
-    n, dims = corpus["n_docs"], corpus["dims"]
+def _vectors_memory(prefix: str, corpus: VectorsCorpusConfig) -> None:
+    n, dims = corpus.n_docs, corpus.dims
     require_memory(
-        4 * dims * (n + corpus["n_queries"]),
+        4 * dims * (n + corpus.n_queries),
         f"{prefix}.n_docs",
         f"{n} × {dims} vectors",
         "(float32, with the queries')",

@@ -17,7 +17,13 @@ import yaml
 
 from arecall.core.errors import ArecallError
 from arecall.core.schema import ConfigProblem
-from arecall.pipeline.schema import GROUPS, VECTORS_REFUSAL, check_config, register
+from arecall.pipeline.schema import (
+    GROUPS,
+    VECTORS_REFUSAL,
+    ExperimentConfig,
+    check_config,
+    register,
+)
 
 __all__ = [
     "CONF_DIR",
@@ -37,7 +43,7 @@ CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 DVC_CONFIG = "repro"
 
 
-def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
+def load_params(path: str | Path = "params.yaml") -> ExperimentConfig:
     """Read ``params.yaml`` with ``yaml.safe_load`` and check it against the schema.
 
     Examples
@@ -61,19 +67,19 @@ def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
     return check_config(data, origin=str(p))
 
 
-def ks_of(cfg: Mapping[str, Any]) -> tuple[int, ...]:
+def ks_of(cfg: ExperimentConfig) -> tuple[int, ...]:
     """The K values, ascending and unique.
 
     Examples
     --------
-    >>> ks_of({"evaluation": {"ks": [10, 1, 5, 1]}})
+    >>> ks_of(default_config(["evaluation.ks=[10,1,5,1]"]))
     (1, 5, 10)
     """
-    return tuple(sorted(set(cfg["evaluation"]["ks"])))
+    return tuple(sorted(set(cfg.evaluation.ks)))
 
 
-def checked(cfg: Mapping[str, Any], *, origin: str | None = None) -> dict[str, Any]:
-    """Check a whole configuration against the schema; return it typed (a plain dict).
+def checked(cfg: Mapping[str, Any], *, origin: str | None = None) -> ExperimentConfig:
+    """Check a whole configuration against the schema; return it typed.
 
     Examples
     --------
@@ -89,7 +95,7 @@ def checked(cfg: Mapping[str, Any], *, origin: str | None = None) -> dict[str, A
 
 def default_config(
     overrides: Sequence[str] | None = None, *, config_name: str = "config"
-) -> dict[str, Any]:
+) -> ExperimentConfig:
     """Compose conf/ with Hydra (optionally with overrides), as ``arecall run`` would; check it.
 
     A bad value is one `ArecallError` naming the override that set it and the dotted key.
@@ -97,7 +103,7 @@ def default_config(
 
     Examples
     --------
-    >>> default_config(["retriever=sklearn_tfidf"])["retriever"]["name"]
+    >>> default_config(["retriever=sklearn_tfidf"]).retriever.name
     'sklearn_tfidf'
     >>> default_config(["vector_search.corpus.dims=abc"])  # doctest: +ELLIPSIS
     Traceback (most recent call last):

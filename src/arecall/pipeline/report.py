@@ -10,12 +10,15 @@ those of `arecall.core.tables`, whose frames MLflow holds. Column headers are th
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from arecall.core.measures import PIPELINE, shown
 from arecall.core.tables import MAIN, RESTRICTED
+
+if TYPE_CHECKING:
+    from arecall.pipeline.schema import ExperimentConfig
 
 __all__ = ["curve_frame", "render_tables"]
 
@@ -55,16 +58,15 @@ def curve_frame(metrics: Mapping[str, Any]) -> pd.DataFrame:
     )
 
 
-def render_tables(metrics: Mapping[str, Any], cfg: Mapping[str, Any]) -> str:
+def render_tables(metrics: Mapping[str, Any], cfg: ExperimentConfig) -> str:
     """Markdown for the header lines and both tables.
 
     Examples
     --------
     >>> from arecall.pipeline.config import default_config
     >>> from arecall.pipeline.run import run_in_memory
-    >>> metrics = run_in_memory(default_config(["evaluation.proof.max_examples=5"]))["metrics"]
-    >>> text = render_tables(metrics, {"corpus": {"name": "discovery"},
-    ...                      "retriever": {"name": "tfidf"}, "profiles": {"name": "corpus"}})
+    >>> cfg = default_config(["evaluation.proof.max_examples=5"])
+    >>> text = render_tables(run_in_memory(cfg)["metrics"], cfg)
     >>> "330/480 (68.8%)" in text
     True
     """
@@ -72,8 +74,8 @@ def render_tables(metrics: Mapping[str, Any], cfg: Mapping[str, Any]) -> str:
     share = m["unauthorized_relevant"] / m["total_relevant"] if m["total_relevant"] else 0.0
     first = next(iter(m["k"].values()))
     lines = [
-        f"corpus `{cfg['corpus']['name']}` · retriever `{cfg['retriever']['name']}` · "
-        f"profiles `{cfg['profiles']['name']}`: {m['datasets']} documents, {m['queries']} queries, "
+        f"corpus `{cfg.corpus.name}` · retriever `{cfg.retriever.name}` · "
+        f"profiles `{cfg.profiles.name}`: {m['datasets']} documents, {m['queries']} queries, "
         f"{m['profiles']} principals ({m['pairs']} query-principal pairs)",
         "",
         f"- relevant-but-unauthorized pairs: {m['unauthorized_relevant']}/{m['total_relevant']} "

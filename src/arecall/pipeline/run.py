@@ -7,11 +7,11 @@ here they run in order on one `Layout`, so both paths write the same bytes.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import Any
 
-from arecall.pipeline.config import checked, default_config
+from arecall.pipeline.config import default_config
 from arecall.pipeline.layout import Layout
+from arecall.pipeline.schema import ExperimentConfig
 from arecall.pipeline.stages import run_announced
 from arecall.pipeline.stages.filter import filter_lists
 from arecall.pipeline.stages.generate import generate
@@ -49,8 +49,9 @@ STAGES = {
 }
 
 
-def run_all(cfg: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
-    """Run every stage in order in this process; return metrics, proof and tables.
+def run_all(cfg: ExperimentConfig, layout: Layout) -> dict[str, Any]:
+    """Run every stage of the checked configuration ``cfg`` in order in this process; return
+    metrics, proof and tables.
 
     ``vector`` is the vector experiment's table (with its wall-clock ``qps``), None unless the
     config asks for it (``vector_search.enabled``); ``times`` are when the first stage started
@@ -63,15 +64,14 @@ def run_all(cfg: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
         return int(time.time() * 1000)
 
     started = now()
-    cfg = checked(cfg)
     for name, stage in STAGES.items():  # each between its start and end lines
         run_announced(name, stage, cfg, layout)
     ended = now()
     tables = layout.tables.read_text(encoding="utf-8")
-    if cfg["index"]["name"] != "none":
+    if cfg.index.name != "none":
         tables += "\n" + layout.index_table.read_text(encoding="utf-8")
     vector_times = None
-    if cfg["vector_search"]["enabled"]:
+    if cfg.vector_search.enabled:
         vector = run_announced("vectors", vector_search, cfg, layout)
         vector_times = (ended, now())
     else:  # the same files DVC's stage writes, without a stage line for work not done
@@ -86,7 +86,7 @@ def run_all(cfg: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
     }
 
 
-def run_in_memory(cfg: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def run_in_memory(cfg: ExperimentConfig | None = None) -> dict[str, Any]:
     """Run a configuration (default: conf/'s defaults) in a temporary directory.
 
     Examples

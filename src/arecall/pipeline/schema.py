@@ -15,7 +15,7 @@ repeat no value. `check_config` is the one check of a whole configuration, for `
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from arecall.core.schema import (
@@ -30,9 +30,12 @@ from arecall.core.schema import (
     validate,
 )
 from arecall.data.authorization import MODELS
+from arecall.data.authorization.schema import ProfilesSchema
 from arecall.data.sources import SOURCES
+from arecall.data.sources.schema import SourceSchema
 from arecall.pipeline.budget import check_config_memory
 from arecall.retrievers import RETRIEVERS
+from arecall.retrievers.schema import RetrieverConfig
 from arecall.vector.schema import (
     ExactIndexConfig,
     IndexConfig,
@@ -47,6 +50,7 @@ __all__ = [
     "VECTORS_REFUSAL",
     "EngineConfig",
     "EvaluationConfig",
+    "ExperimentConfig",
     "TrackingConfig",
     "VectorSearchSection",
     "check_config",
@@ -185,7 +189,8 @@ class VectorSearchSection:
 
     ``corpus`` and ``index`` are composed from the groups (``corpus@vector_search.corpus``,
     ``index@vector_search.index``, checked by `check_config`); this schema holds the section's
-    place in the composition and its own setting.
+    place in the composition and its own setting. Checked, ``corpus`` is a
+    `VectorsCorpusConfig` and ``index`` an `ExactIndexConfig` (or an `IndexConfig`, hnsw).
 
     Attributes
     ----------
@@ -199,6 +204,40 @@ class VectorSearchSection:
     corpus: Any = None
     index: Any = None
     enabled: bool = False
+
+
+@dataclass
+class ExperimentConfig:
+    """A whole checked configuration: one typed section per group, as `check_config` returns it.
+
+    Every stage takes it (or the section it needs): the values were checked once, on the way
+    in, so no stage checks them again. `params` is the plain form MLflow and the run directory
+    record.
+
+    Attributes
+    ----------
+    corpus : SourceSchema
+        The source's schema instance (`arecall.data.sources.schema`).
+    retriever : RetrieverConfig
+    profiles : ProfilesSchema
+    index : NoIndexConfig or ExactIndexConfig
+        `IndexConfig` for ``hnsw``.
+    evaluation : EvaluationConfig
+    tracking : TrackingConfig
+    vector_search : VectorSearchSection
+    """
+
+    corpus: SourceSchema
+    retriever: RetrieverConfig
+    profiles: ProfilesSchema
+    index: NoIndexConfig | ExactIndexConfig
+    evaluation: EvaluationConfig
+    tracking: TrackingConfig
+    vector_search: VectorSearchSection
+
+    def params(self) -> dict[str, Any]:
+        """The configuration as plain values, sections in params.yaml's order."""
+        return asdict(self)
 
 
 # -- the groups -----------------------------------------------------------------------------------
@@ -320,7 +359,7 @@ def _vector_search_only(*, _node_: Any) -> str:
 
 def check_config(
     cfg: Any, *, origin: str | Callable[[str], str | None] | None = None
-) -> dict[str, Any]:
+) -> ExperimentConfig:
     """Check a whole configuration; return it typed, each section's defaults filled in.
 
     ``origin`` names where a bad value came from: a file, or a function of the dotted key (the
@@ -361,31 +400,33 @@ def check_config(
             value = cfg.get(section)
             if not isinstance(value, Mapping):
                 raise ConfigProblem(section, "missing config section", value)
-            out[section] = {}
+            typed_parts: dict[str, Any] = {}
             for key, (group, allowed) in parts.items():
                 at = f"{section}.{key}"
                 part = select(GROUPS[group], value.get(key), at, _KIND[group])
-                if part["name"] not in allowed:
+                if part.name not in allowed:
                     raise ConfigProblem(
-                        f"{at}.name", f"must be one of {', '.join(allowed)}", part["name"]
+                        f"{at}.name", f"must be one of {', '.join(allowed)}", part.name
                     )
-                out[section][key] = part
+                typed_parts[key] = part
             settings = {k: v for k, v in value.items() if k not in parts}
-            section_schema = _SECTION_SCHEMAS[section]
-            own = validate(section_schema, settings, section)
-            out[section].update({k: v for k, v in own.items() if k not in parts})
-        if out["corpus"]["name"] == "vectors":
+            own: Any = validate(_SECTION_SCHEMAS[section], settings, section)
+            for key, part in typed_parts.items():
+                setattr(own, key, part)
+            out[section] = own
+        if out["corpus"].name == "vectors":
             raise ConfigProblem("corpus", VECTORS_REFUSAL, "vectors")
-        _check_index_retriever(out)
-        check_depth(out)
-        _check_ef_search(out)
-        check_config_memory(out)
+        checked = ExperimentConfig(**out)
+        _check_index_retriever(checked)
+        check_depth(checked)
+        _check_ef_search(checked)
+        check_config_memory(checked)
     except ConfigProblem as problem:
         raise problem.at(where(problem.key) or "config") from None
-    return out
+    return checked
 
 
-def check_depth(cfg: Mapping[str, Any]) -> None:
+def check_depth(cfg: ExperimentConfig) -> None:
     """Refuse ``retriever.depth`` below the largest K: a top-K metric needs K ranked documents.
 
     ``depth`` is how many ranked documents at least are kept per query (null: all); the pre
@@ -395,14 +436,17 @@ def check_depth(cfg: Mapping[str, Any]) -> None:
 
     Examples
     --------
-    >>> check_depth({"retriever": {"depth": None}, "evaluation": {"ks": [1, 10]}})
-    >>> check_depth({"retriever": {"depth": 5}, "evaluation": {"ks": [1, 10]}})
+    >>> from arecall.pipeline.config import default_config
+    >>> cfg = default_config(["evaluation.ks=[1,10]"])
+    >>> check_depth(cfg)
+    >>> cfg.retriever.depth = 5
+    >>> check_depth(cfg)
     Traceback (most recent call last):
     ...
     arecall.core.schema.ConfigProblem: retriever.depth: must be null or at least the largest K \
 (evaluation.ks: 10) — top-K metrics need K ranked documents per query, got 5
     """
-    depth, k_max = cfg["retriever"].get("depth"), max(cfg["evaluation"]["ks"])
+    depth, k_max = cfg.retriever.depth, max(cfg.evaluation.ks)
     if depth is not None and depth < k_max:
         raise ConfigProblem(
             "retriever.depth",
@@ -412,51 +456,52 @@ def check_depth(cfg: Mapping[str, Any]) -> None:
         )
 
 
-def _check_ef_search(cfg: Mapping[str, Any]) -> None:
+def _check_ef_search(cfg: ExperimentConfig) -> None:
     """An HNSW search keeps ``ef_search`` candidates, so it must be at least the k searched for:
     the text corpus's index is searched for the largest K, the vector experiment for its
     corpus's k. Refused here, naming both keys, not by the index stage after the others ran.
 
     Examples
     --------
-    >>> cfg = {"index": {"name": "hnsw", "ef_search": 64}, "evaluation": {"ks": [5, 100]},
-    ...        "vector_search": {"index": {"name": "exact"}, "corpus": {"k": 10}}}
+    >>> from arecall.pipeline.config import default_config
+    >>> cfg = default_config(["evaluation.ks=[5,100]"])
+    >>> cfg.index = IndexConfig(ef_search=64)
     >>> _check_ef_search(cfg)
     Traceback (most recent call last):
     ...
     arecall.core.schema.ConfigProblem: index.ef_search: must be at least the largest K \
 (evaluation.ks: 100): HNSW keeps ef_search candidates, got 64
     """
-    text_k = max(cfg["evaluation"]["ks"])
-    vector_k = cfg["vector_search"]["corpus"]["k"]
+    text_k = max(cfg.evaluation.ks)
+    vector_k = cfg.vector_search.corpus.k
     for at, index, k, what in (
-        ("index", cfg["index"], text_k, f"the largest K (evaluation.ks: {text_k})"),
+        ("index", cfg.index, text_k, f"the largest K (evaluation.ks: {text_k})"),
         (
             "vector_search.index",
-            cfg["vector_search"]["index"],
+            cfg.vector_search.index,
             vector_k,
             f"vector_search.corpus.k ({vector_k})",
         ),
     ):
-        if index["name"] == "hnsw" and index["ef_search"] < k:
+        if index.name == "hnsw" and isinstance(index, IndexConfig) and index.ef_search < k:
             raise ConfigProblem(
                 f"{at}.ef_search",
                 f"must be at least {what}: HNSW keeps ef_search candidates",
-                index["ef_search"],
+                index.ef_search,
             )
 
 
-def _check_index_retriever(cfg: Mapping[str, Any]) -> None:
+def _check_index_retriever(cfg: ExperimentConfig) -> None:
     """A vector index over a text corpus needs a retriever with dense embeddings.
 
     The vectors stage indexes the retriever's ``embed_documents()``; refusing here, not there,
     keeps the earlier stages from running for nothing. Whether a retriever has them is what its
     registry entry answers (`arecall.retrievers.RETRIEVERS`): no retriever is built to ask.
     """
-    index = cfg["index"]["name"]
+    index = cfg.index.name
     if index == "none":
         return
-    chosen = cfg["retriever"]["name"]
+    chosen = cfg.retriever.name
     if "embeddings" in RETRIEVERS[chosen].answers:
         return
     dense = RETRIEVERS.answering("embeddings")

@@ -24,17 +24,21 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextlib import suppress
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from arecall.io.digest import files_digest, json_digest
 from arecall.pipeline.layout import Layout
-from arecall.vector.schema import IndexConfig
 from arecall.vector.stores import STORES
+
+if TYPE_CHECKING:
+    from arecall.pipeline.schema import VectorSearchSection
+    from arecall.vector.schema import VectorsCorpusConfig
 
 __all__ = [
     "CACHE_ENV",
@@ -86,16 +90,13 @@ def _sources_digest() -> str:
     return files_digest((path.relative_to(root).as_posix(), path) for path in paths)
 
 
-def _versions(section: Mapping[str, Any]) -> dict[str, str]:
+def _versions(section: VectorSearchSection) -> dict[str, str]:
     """The versions of every library the experiment ``section`` runs on ("" if not installed)."""
     import importlib.metadata
 
-    index = section.get("index")
-    store = index.get("store", IndexConfig.store) if isinstance(index, Mapping) else None
-    corpus = section.get("corpus")
-    audited = (corpus.get("audit") or []) if isinstance(corpus, Mapping) else []
+    stores = (section.index.store, *section.corpus.audit)
     out = {}
-    for name in dict.fromkeys((*_LIBRARIES, *STORES.libraries(str(store), *map(str, audited)))):
+    for name in dict.fromkeys((*_LIBRARIES, *STORES.libraries(*stores))):
         try:
             out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
@@ -103,20 +104,21 @@ def _versions(section: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def inputs_of(corpus: Mapping[str, Any]) -> list[tuple[str, Path]]:
+def inputs_of(corpus: VectorsCorpusConfig) -> list[tuple[str, Path]]:
     """The files a ``vector_search.corpus`` section reads (the user's vectors, ids, ACL,
     groups), named by their setting: their bytes are part of the cache key.
 
     Examples
     --------
-    >>> inputs_of({"documents": None, "queries": None})
+    >>> from arecall.vector.schema import VectorsCorpusConfig
+    >>> inputs_of(VectorsCorpusConfig())
     []
     """
     from arecall.io.vectors import ids_file
 
     files = []
     for key in ("documents", "queries", "acl", "groups"):
-        value = corpus.get(key)
+        value = getattr(corpus, key)
         if not value:
             continue
         path = Path(value)
@@ -126,20 +128,23 @@ def inputs_of(corpus: Mapping[str, Any]) -> list[tuple[str, Path]]:
     return [(name, path) for name, path in files if path.is_file()]
 
 
-def cache_key(section: Mapping[str, Any], inputs: list[tuple[str, Path]] | None = None) -> str:
+def cache_key(section: VectorSearchSection, inputs: list[tuple[str, Path]] | None = None) -> str:
     """The content address of an experiment: its section, the bytes of the files it reads
     (``inputs``, `inputs_of`), the package's code, the libraries.
 
     Examples
     --------
-    >>> a = cache_key({"corpus": {"n_docs": 300}, "index": {"name": "exact"}})
-    >>> a == cache_key({"index": {"name": "exact"}, "corpus": {"n_docs": 300}}), len(a)
+    >>> from arecall.pipeline.config import default_config
+    >>> section = default_config().vector_search
+    >>> a = cache_key(section)
+    >>> a == cache_key(default_config().vector_search), len(a)
     (True, 64)
-    >>> a == cache_key({"corpus": {"n_docs": 301}, "index": {"name": "exact"}})
+    >>> section.corpus.n_docs += 1
+    >>> a == cache_key(section)
     False
     """
     key: dict[str, Any] = {
-        "vector_search": section,
+        "vector_search": asdict(section),  # the plain values: the key of any run of it
         "code": _sources_digest(),
         "libraries": _versions(section),
     }

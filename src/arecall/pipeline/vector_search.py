@@ -16,79 +16,65 @@ to MLflow and the console, since wall-clock time is not reproducible.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from arecall.core.errors import ArecallError
-from arecall.vector.schema import IndexConfig
+from arecall.vector.schema import ExactIndexConfig, IndexConfig, as_index_config
+
+if TYPE_CHECKING:
+    from arecall.pipeline.schema import ExperimentConfig, VectorSearchSection
+    from arecall.vector.schema import VectorsCorpusConfig
 
 __all__ = ["curve_frame", "run_text_index", "run_vector_corpus"]
 
 
-def _index_config(icfg: Mapping[str, Any]) -> IndexConfig:
-    """The ``index`` section, checked against its schema, as the typed `IndexConfig` both
-    experiments use (options without HNSW parameters, ``exact``, take its defaults and ignore
-    them): built once, not config → dict → config."""
-    from arecall.core.schema import select
-    from arecall.pipeline.schema import GROUPS
-
-    section = select(GROUPS["index"], icfg, "index", "vector index")
-    if section["name"] == "none":
-        raise ArecallError("index.name: must be exact or hnsw here, got 'none'")
-    return IndexConfig(
-        **{f.name: section[f.name] for f in fields(IndexConfig) if f.name in section}
-    )
-
-
-def run_vector_corpus(cfg: Mapping[str, Any]) -> pd.DataFrame:
-    """verity's experiment for ``corpus=vectors`` with the configured index.
+def run_vector_corpus(section: VectorSearchSection) -> pd.DataFrame:
+    """verity's experiment for the checked ``vector_search`` section (its corpus and index).
 
     Examples
     --------
-    >>> df = run_vector_corpus({"corpus": {"name": "vectors", "n_docs": 300, "dims": 8,
-    ...     "n_queries": 5, "selectivities": [1.0]}, "index": {"name": "exact"}})
-    >>> sorted(df["mode"])
+    >>> from arecall.pipeline.config import default_config
+    >>> cfg = default_config(["vector_search.corpus.n_docs=300", "vector_search.corpus.dims=8",
+    ...     "vector_search.corpus.n_queries=5", "vector_search.corpus.selectivities=[1.0]",
+    ...     "index@vector_search.index=exact"])
+    >>> sorted(run_vector_corpus(cfg.vector_search)["mode"])
     ['auto', 'post', 'pre', 'pushdown']
     """
-    from arecall.core.schema import validate
     from arecall.vector import experiment
-    from arecall.vector.schema import VectorsCorpusConfig
 
-    c = validate(VectorsCorpusConfig, cfg["corpus"], "corpus")
-    if (cfg.get("index") or {}).get("name", "none") == "none":
-        raise ArecallError("index: corpus=vectors needs a vector index (index=hnsw or index=exact)")
-    if c["documents"]:
-        return run_own_vectors(c, cfg["index"])
+    c, index = section.corpus, as_index_config(section.index)
+    if c.documents:
+        return run_own_vectors(c, index)
     return experiment(
-        n_docs=c["n_docs"],
-        dims=c["dims"],
-        n_queries=c["n_queries"],
-        seed=c["seed"],
-        selectivities=c["selectivities"],
-        k=c["k"],
+        n_docs=c.n_docs,
+        dims=c.dims,
+        n_queries=c.n_queries,
+        seed=c.seed,
+        selectivities=c.selectivities,
+        k=c.k,
         threads=1,
-        **_experiment_options(_index_config(cfg["index"])),
+        **_experiment_options(index),
     )
 
 
-def run_own_vectors(corpus: Mapping[str, Any], icfg: Mapping[str, Any]) -> pd.DataFrame:
+def run_own_vectors(corpus: VectorsCorpusConfig, index: IndexConfig) -> pd.DataFrame:
     """The experiment on the user's vectors, queries and ACL: one row per principal and
     placement, and per audited store (`arecall.vector.workload.principal_table`); the table's
     ``attrs["caption"]`` says what was measured."""
     from arecall.vector.workload import load_workload, principal_table
 
+    assert corpus.documents is not None and corpus.queries is not None and corpus.acl is not None
     workload = load_workload(
-        corpus["documents"],
-        corpus["queries"],
-        corpus["acl"],
-        groups=corpus["groups"],
-        metric=corpus["metric"],
+        corpus.documents,
+        corpus.queries,
+        corpus.acl,
+        groups=corpus.groups,
+        metric=corpus.metric,
     )
-    table = principal_table(workload, _index_config(icfg), k=corpus["k"], audit=corpus["audit"])
+    table = principal_table(workload, index, k=corpus.k, audit=corpus.audit)
     table.attrs["caption"] = workload.described
     return table
 
@@ -108,7 +94,7 @@ def _experiment_options(config: IndexConfig) -> dict[str, Any]:
 
 
 def run_text_index(
-    cfg: Mapping[str, Any],
+    cfg: ExperimentConfig,
     retriever: Any,
     query_inputs: list[str],
     acl: np.ndarray,
@@ -124,6 +110,8 @@ def run_text_index(
     """
     from arecall.vector.workload import Workload, principal_table
 
+    if not isinstance(cfg.index, ExactIndexConfig):  # index=none has no index to measure
+        raise ArecallError(f"index.name: must be exact or hnsw here, got {cfg.index.name!r}")
     # the config check refused an index over a retriever without embeddings (one rule, checked
     # once: arecall.pipeline.schema, from what the registry says each retriever answers)
     workload = Workload(
@@ -133,7 +121,7 @@ def run_text_index(
         masks=np.asarray(acl, dtype=bool),
         metric=getattr(retriever, "index_metric", "ip"),
     )
-    return principal_table(workload, _index_config(cfg["index"]), k=k)
+    return principal_table(workload, as_index_config(cfg.index), k=k)
 
 
 def curve_frame(table: pd.DataFrame) -> pd.DataFrame:

@@ -16,7 +16,7 @@ vocabulary, `arecall.core.placement.PLACEMENTS`.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from arecall.core.schema import POSITIVE, Rule, interval, one_of, setting
@@ -28,6 +28,7 @@ __all__ = [
     "IndexConfig",
     "NoIndexConfig",
     "VectorsCorpusConfig",
+    "as_index_config",
     "unanswered_placement",
 ]
 
@@ -150,6 +151,19 @@ class IndexConfig(ExactIndexConfig):
     m: int = setting(16, POSITIVE)
     ef_construction: int = setting(40, POSITIVE)
     ef_search: int = setting(64, POSITIVE)
+
+
+def as_index_config(index: ExactIndexConfig) -> IndexConfig:
+    """A checked ``index`` section as the `IndexConfig` the vector code takes: ``hnsw``'s as it
+    is, ``exact``'s with the HNSW settings at their defaults (an exact scan ignores them).
+
+    Examples
+    --------
+    >>> as_index_config(ExactIndexConfig(store="lancedb"))
+    IndexConfig(name='exact', placements=['post', 'pushdown', 'pre', 'auto'], \
+target_recall=0.95, confidence=0.995, store='lancedb', m=16, ef_construction=40, ef_search=64)
+    """
+    return index if isinstance(index, IndexConfig) else IndexConfig(**asdict(index))
 
 
 @dataclass

@@ -29,7 +29,7 @@ compared: only the predicate A_p changes.
 Each model is one module of this package with a function ``authorize(collection, cfg)`` and
 one line in the registry `MODELS` (`arecall.core.registry`): its function, imported on first use,
 and its schema (defaults, types, ranges) from `arecall.data.authorization.schema`.
-`apply_profiles` checks the section against it, so a model reads ``cfg["key"]`` and never
+`apply_profiles` checks the section against it, so a model reads ``cfg.key`` and never
 repeats a default. The building blocks the models share (ACL tables from integer codes,
 domains, grants) are in `arecall.data.authorization.helpers`.
 """
@@ -50,6 +50,7 @@ from arecall.data.authorization.schema import (
     CorpusProfiles,
     DomainsProfiles,
     OpenProfiles,
+    ProfilesSchema,
     RandomProfiles,
 )
 
@@ -98,13 +99,13 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def profiles_section(cfg: Any) -> dict[str, Any]:
+def profiles_section(cfg: Any) -> ProfilesSchema:
     """The ``profiles`` section checked against its model's schema, defaults filled in.
 
     Examples
     --------
     >>> profiles_section({"name": "random", "seed": 3})
-    {'name': 'random', 'n_principals': 4, 'selectivity': 0.1, 'seed': 3}
+    RandomProfiles(name='random', n_principals=4, selectivity=0.1, seed=3)
     >>> profiles_section({"name": "random", "selectivity": 0})
     Traceback (most recent call last):
     ...
@@ -113,8 +114,11 @@ def profiles_section(cfg: Any) -> dict[str, Any]:
     return select(MODELS.schemas(), cfg, "profiles", "authorization model")
 
 
-def apply_profiles(collection: Collection, cfg: Mapping[str, Any]) -> Collection:
+def apply_profiles(collection: Collection, cfg: ProfilesSchema | Mapping[str, Any]) -> Collection:
     """Return ``collection`` with the principals and ACL of the ``profiles`` config section.
+
+    ``cfg`` is the checked section (its model's schema instance, as the stages pass it) or a
+    plain one, checked here.
 
     Examples
     --------
@@ -123,13 +127,13 @@ def apply_profiles(collection: Collection, cfg: Mapping[str, Any]) -> Collection
     >>> list(c.principal_names), int(c.acl_matrix().sum())
     (['everyone'], 40)
     """
-    name = cfg.get("name")
+    name = cfg.name if isinstance(cfg, ProfilesSchema) else cfg.get("name")
     if not isinstance(name, str) or name not in MODELS:
         raise ArecallError(
             f"profiles.name: unknown authorization model {name!r} (known: {MODELS.known()})"
         )
     # a model with a schema reads typed values with the defaults filled in; one without (a model
     # registered without a schema) gets the section as given
-    section = profiles_section(cfg) if MODELS[name].schema is not None else dict(cfg)
+    section = profiles_section(cfg) if MODELS[name].schema is not None else cfg
     made: Collection = MODELS[name].load()(collection, section)
     return made

@@ -7,27 +7,27 @@ members; the files are read by `read_acl`, which the BEIR source uses too.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from arecall.core.errors import ArecallError
 from arecall.data.authorization.helpers import acl_frame
+from arecall.data.authorization.schema import AclFileProfiles
 from arecall.data.collection import Collection
 from arecall.io.acl import load_acl
 
 __all__ = ["authorize", "read_acl"]
 
 
-def authorize(collection: Collection, cfg: Mapping[str, Any]) -> Collection:
-    """The principals and grants of the ACL file ``profiles.path``."""
-    path = cfg["path"]
-    if not path:
-        raise ArecallError("profiles.path: required for profiles=acl_file (a TSV file)")
-    principals, acl = read_acl(path, collection.documents["doc_id"], groups=cfg["groups"])
+def authorize(collection: Collection, cfg: AclFileProfiles) -> Collection:
+    """The principals and grants of the ACL file ``profiles.path`` (required: `AclFileProfiles`
+    refused a missing one)."""
+    path = cfg.path
+    assert path is not None
+    principals, acl = read_acl(path, collection.documents["doc_id"], groups=cfg.groups)
     if principals.empty:
         raise ArecallError(f"{path}: names no principal")
     return replace(collection, principals=principals, acl=acl)

@@ -8,7 +8,6 @@ deny, because it would change the metric without a trace.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -23,28 +22,16 @@ from arecall.data.authorization.helpers import (
     membership,
     principals_for,
 )
+from arecall.data.authorization.schema import ClearanceProfiles
 from arecall.data.collection import Collection
 
 __all__ = ["authorize"]
 
 
-def _levels(cfg: Mapping[str, Any]) -> dict[str, int]:
-    levels = cfg["levels"]
-    if (
-        isinstance(levels, str)
-        or not isinstance(levels, Sequence)
-        or not all(isinstance(x, str) and x for x in levels)
-        or len(set(levels)) != len(levels)
-    ):
-        raise ArecallError(
-            f"profiles.levels: must be a list of distinct level names, lowest first, got {levels!r}"
-        )
-    return {name: i for i, name in enumerate(levels)}
-
-
-def authorize(collection: Collection, cfg: Mapping[str, Any]) -> Collection:
-    """Domain held and sensitivity at most the principal's clearance."""
-    order = _levels(cfg)
+def authorize(collection: Collection, cfg: ClearanceProfiles) -> Collection:
+    """Domain held and sensitivity at most the principal's clearance (``profiles.levels`` are
+    distinct names and ``profiles.clearances`` a mapping: `ClearanceProfiles` checked both)."""
+    order = {name: i for i, name in enumerate(cfg.levels)}
     shown = ", ".join(order)
     codes, names = domain_codes(collection, "clearance")
     grants = grants_of(collection, cfg, "clearance", names)
@@ -62,9 +49,7 @@ def authorize(collection: Collection, cfg: Mapping[str, Any]) -> Collection:
             )
     doc_level = np.array([order[str(u)] for u in uniques], dtype=np.int64)[labels]
 
-    given = cfg["clearances"]
-    if given is not None and not isinstance(given, Mapping):
-        raise ArecallError("profiles.clearances: must be null or a mapping principal -> level")
+    given = cfg.clearances
     declared: dict[str, Any] = {}
     if "clearance" in collection.principals.columns:
         declared = dict(
@@ -75,6 +60,7 @@ def authorize(collection: Collection, cfg: Mapping[str, Any]) -> Collection:
             )
         )
     clearance = []
+    level: Any
     for p in grants:
         if given is not None and p in given:
             level, where = given[p], f"profiles.clearances.{p}"

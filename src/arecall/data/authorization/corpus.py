@@ -5,23 +5,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
 from arecall.core.errors import ArecallError
+from arecall.data.authorization.schema import CorpusProfiles
 from arecall.data.collection import Collection
 
 __all__ = ["authorize"]
 
 
-def authorize(collection: Collection, cfg: Mapping[str, Any]) -> Collection:
-    """The corpus's own principals and grants, optionally only ``profiles.principals``."""
-    wanted: Sequence[str] | None = cfg["principals"]
+def authorize(collection: Collection, cfg: CorpusProfiles) -> Collection:
+    """The corpus's own principals and grants, optionally only ``profiles.principals`` (a
+    non-empty list of names: `CorpusProfiles` checked it)."""
+    wanted = cfg.principals
     if wanted is None:
         return collection
-    if isinstance(wanted, str) or not all(isinstance(p, str) for p in wanted) or not wanted:
-        raise ArecallError("profiles.principals: must be null or a non-empty list of names")
     known = set(collection.principal_names)
     for i, name in enumerate(wanted):
         if name not in known:

@@ -8,9 +8,7 @@ ACL grants them. A partial grant never widens into a whole-domain one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
 
 from arecall.data.authorization.helpers import (
     acl_from_masks,
@@ -19,12 +17,13 @@ from arecall.data.authorization.helpers import (
     membership,
     principals_for,
 )
+from arecall.data.authorization.schema import DomainsProfiles
 from arecall.data.collection import Collection
 
 __all__ = ["authorize"]
 
 
-def authorize(collection: Collection, cfg: Mapping[str, Any]) -> Collection:
+def authorize(collection: Collection, cfg: DomainsProfiles) -> Collection:
     """Each principal granted every document of the domains ``profiles.grants`` gives it."""
     codes, names = domain_codes(collection, "domains")
     grants = grants_of(collection, cfg, "domains", names)

@@ -8,7 +8,7 @@ seconds and the memory of the grants, not of their strings.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -16,6 +16,9 @@ import scipy.sparse as sp
 
 from arecall.core.errors import ArecallError
 from arecall.data.collection import Collection
+
+if TYPE_CHECKING:
+    from arecall.data.authorization.schema import DomainsProfiles
 
 __all__ = [
     "acl_frame",
@@ -125,15 +128,13 @@ def principal_domains(collection: Collection) -> dict[str, list[str]]:
 
 
 def grants_of(
-    collection: Collection, cfg: Mapping[str, Any], model: str, names: list[str]
+    collection: Collection, cfg: DomainsProfiles, model: str, names: list[str]
 ) -> dict[str, list[str]]:
-    grants = cfg["grants"]
+    """The grants of ``profiles.grants`` (null: the corpus's principals' domains), each domain
+    one the corpus has. That a given mapping is non-empty `DomainsProfiles` checked."""
+    grants = cfg.grants
     if grants is None:
         return principal_domains(collection)
-    if not isinstance(grants, Mapping) or not grants:
-        raise ArecallError(
-            "profiles.grants: must be null or a non-empty mapping principal -> list of domains"
-        )
     known = set(names)
     out: dict[str, list[str]] = {}
     for principal, domains in grants.items():

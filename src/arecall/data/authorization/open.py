@@ -5,18 +5,17 @@ A ≡ 1, so ARecall@K must equal Recall@K (a claim the prove stage checks on the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
 
 import pandas as pd
 
+from arecall.data.authorization.schema import OpenProfiles
 from arecall.data.collection import Collection
 
 __all__ = ["authorize"]
 
 
-def authorize(collection: Collection, cfg: Mapping[str, Any]) -> Collection:
+def authorize(collection: Collection, cfg: OpenProfiles) -> Collection:
     """One principal, ``everyone``, granted every document."""
     return replace(
         collection,

@@ -2,7 +2,7 @@
 
 ``conf/profiles/<name>.yaml`` composes the matching schema (``defaults: [base_<name>]``); the
 registry (`arecall.data.authorization.MODELS`) names each model's schema, and the models read
-typed values (``cfg["selectivity"]``) with no default repeated in code. What only the corpus
+typed values (``cfg.selectivity``) with no default repeated in code. What only the corpus
 can tell (a principal or domain it declares) is checked by the model itself. Each schema also
 says how many principals its settings fix (`ProfilesSchema.principal_count`), for the memory
 budget (`arecall.pipeline.budget`), which asks the model instead of knowing each.

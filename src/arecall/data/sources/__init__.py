@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from arecall.core.registry import Registered, Registry
 from arecall.core.schema import select
-from arecall.data.sources.schema import BeirConfig, DiscoveryConfig, SeedJsonConfig, SyntheticConfig
+from arecall.data.sources.schema import (
+    BeirConfig,
+    DiscoveryConfig,
+    SeedJsonConfig,
+    SourceSchema,
+    SyntheticConfig,
+)
 
 if TYPE_CHECKING:
     from arecall.data.collection import Collection
@@ -33,8 +39,9 @@ SOURCES = Registry(
 )
 
 
-def load_corpus(cfg: Mapping[str, Any]) -> Collection:
-    """Build the collection the ``corpus`` config section describes (checked by its schema).
+def load_corpus(cfg: SourceSchema | Mapping[str, Any]) -> Collection:
+    """Build the collection the ``corpus`` config section describes: the checked section (its
+    source's schema instance, as the stages pass it) or a plain one, checked here.
 
     Examples
     --------
@@ -43,5 +50,5 @@ def load_corpus(cfg: Mapping[str, Any]) -> Collection:
     (40, 24, 4)
     """
     section = select(SOURCES.schemas(), cfg, "corpus", "corpus")
-    collection: Collection = SOURCES[section["name"]].load()(section)
+    collection: Collection = SOURCES[section.name].load()(section)
     return collection

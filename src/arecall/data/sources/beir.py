@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -40,6 +40,9 @@ from arecall.data.authorization.acl_file import read_acl
 from arecall.data.collection import Collection
 from arecall.io.text import lines
 from arecall.io.trec import read_judgments
+
+if TYPE_CHECKING:
+    from arecall.data.sources.schema import BeirConfig
 
 __all__ = ["beir_collection", "read_beir", "read_qrels"]
 
@@ -251,19 +254,8 @@ def read_beir(
     )
 
 
-def beir_collection(cfg: Mapping[str, Any]) -> Collection:
-    """The collection the ``corpus`` section of ``corpus=beir`` describes.
-
-    Examples
-    --------
-    >>> beir_collection({"name": "beir"})
-    Traceback (most recent call last):
-    ...
-    arecall.core.errors.ArecallError: corpus.path: required for corpus=beir (a BEIR directory)
-    """
-    path = cfg.get("path")
-    if not path:
-        raise ArecallError("corpus.path: required for corpus=beir (a BEIR directory)")
-    return read_beir(
-        path, split=cfg["split"], qrels=cfg["qrels"], acl=cfg["acl"], groups=cfg["groups"]
-    )
+def beir_collection(cfg: BeirConfig) -> Collection:
+    """The collection the checked ``corpus`` section of ``corpus=beir`` describes (its
+    ``path`` required by `BeirConfig`)."""
+    assert cfg.path is not None
+    return read_beir(cfg.path, split=cfg.split, qrels=cfg.qrels, acl=cfg.acl, groups=cfg.groups)

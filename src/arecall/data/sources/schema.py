@@ -1,7 +1,7 @@
 """The ``corpus`` group's schemas: one dataclass per text corpus source, defaults declared here.
 
 ``conf/corpus/<name>.yaml`` composes the matching schema (``defaults: [base_<name>]``); the
-sources read the typed section (``cfg["seed"]``), so no default is repeated in code. Ranges are
+sources read the typed section (``cfg.seed``), so no default is repeated in code. Ranges are
 checked by `arecall.core.schema.validate` before any stage runs. ``corpus=vectors`` is not a
 text corpus: its schema is `arecall.vector.schema.VectorsCorpusConfig`.
 

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from arecall.core.errors import ArecallError
 from arecall.data.collection import Collection
 from arecall.io.seed_json import read_seed_files
+
+if TYPE_CHECKING:
+    from arecall.data.sources.schema import SeedJsonConfig
 
 __all__ = ["collection_from_seed", "document_text", "read_seed_json", "seed_json_collection"]
 
@@ -147,9 +150,11 @@ def collection_from_seed(
     )
 
 
-def seed_json_collection(cfg: Mapping[str, Any]) -> Collection:
-    """The collection the ``corpus`` section of ``corpus=seed_json`` describes (its ``path``)."""
-    return read_seed_json(cfg["path"])
+def seed_json_collection(cfg: SeedJsonConfig) -> Collection:
+    """The collection the checked ``corpus`` section of ``corpus=seed_json`` describes (its
+    ``path``, required by `SeedJsonConfig`)."""
+    assert cfg.path is not None
+    return read_seed_json(cfg.path)
 
 
 def read_seed_json(directory: str | Path) -> Collection:

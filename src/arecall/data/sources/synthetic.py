@@ -59,7 +59,7 @@ order.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -171,8 +171,9 @@ class SyntheticSpec:
         return n * per_doc, judgments, grants
 
     @classmethod
-    def from_config(cls, cfg: Mapping[str, Any]) -> SyntheticSpec:
-        """Check the ``corpus`` section against `SyntheticConfig`; raise naming the bad field.
+    def from_config(cls, cfg: SyntheticConfig | Mapping[str, Any]) -> SyntheticSpec:
+        """The spec of a ``corpus`` section: the checked `SyntheticConfig`, or a plain one,
+        checked here (a bad field raises, named).
 
         Examples
         --------
@@ -181,16 +182,16 @@ class SyntheticSpec:
         ...
         arecall.core.schema.ConfigProblem: corpus.n_docs: must be a positive integer, got 0
         """
-        c = validate(SyntheticConfig, {**cfg, "name": "synthetic"}, "corpus")
-        n_docs = c["n_domains"] * c["docs_per_domain"] if c["n_docs"] is None else c["n_docs"]
-        vocab = c["vocab_size"]
+        c = validate(SyntheticConfig, cfg, "corpus")
+        n_docs = c.n_domains * c.docs_per_domain if c.n_docs is None else c.n_docs
+        vocab = c.vocab_size
         if vocab is None:
-            vocab = heaps_vocabulary(n_docs * c["doc_length"])
-        total = float(sum(c["sensitivity_mix"]))
-        mix = c["sensitivity_mix"]
+            vocab = heaps_vocabulary(n_docs * c.doc_length)
+        total = float(sum(c.sensitivity_mix))
+        mix = c.sensitivity_mix
         knobs = {
             k: v
-            for k, v in c.items()
+            for k, v in asdict(c).items()
             if k not in ("name", "docs_per_domain", "n_docs", "sensitivity_mix", "vocab_size")
         }
         return cls(
@@ -450,13 +451,13 @@ def _principals(
     return principals, member
 
 
-def synthetic_collection(cfg: Mapping[str, Any]) -> Collection:
+def synthetic_collection(cfg: SyntheticConfig | Mapping[str, Any]) -> Collection:
     """Generate the collection the ``corpus`` section describes (deterministic in its knobs).
 
     Parameters
     ----------
-    cfg : mapping
-        The ``corpus`` section; see `arecall.data.sources.schema.SyntheticConfig`.
+    cfg : SyntheticConfig or mapping
+        The checked ``corpus`` section, or a plain one (checked here).
 
     Returns
     -------

@@ -19,12 +19,15 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from arecall.core.errors import ArecallError, print_error
 from arecall.pipeline.layout import Layout
+
+if TYPE_CHECKING:
+    from arecall.pipeline.schema import ExperimentConfig
 
 __all__ = [
     "PROGRESS_ENV",
@@ -36,7 +39,7 @@ __all__ = [
     "work_of",
 ]
 
-Stage = Callable[[Mapping[str, Any], Layout], Any]
+Stage = Callable[["ExperimentConfig", Layout], Any]
 
 #: ``0`` silences the stage lines, ``1`` prints them from library calls too; unset: entry points.
 PROGRESS_ENV = "ARECALL_PROGRESS"
@@ -102,7 +105,7 @@ def _collection_sizes(layout: Layout) -> dict[str, int]:
     return sizes
 
 
-def work_of(name: str, cfg: Mapping[str, Any], layout: Layout) -> str:
+def work_of(name: str, cfg: ExperimentConfig, layout: Layout) -> str:
     """What stage ``name`` is about to do, in numbers a user can check against the corpus.
 
     Examples
@@ -113,23 +116,23 @@ def work_of(name: str, cfg: Mapping[str, Any], layout: Layout) -> str:
     """
     from arecall.pipeline.config import ks_of
 
-    corpus = cfg["corpus"]
+    corpus = cfg.corpus
     if name == "generate":
-        where = corpus.get("path") or corpus.get("dataset")
-        size = corpus.get("n_docs")
+        where = getattr(corpus, "path", None)
+        size = getattr(corpus, "n_docs", None)
         return (
-            f"corpus {corpus['name']}"
+            f"corpus {corpus.name}"
             + (f" ({where})" if where else "")
             + (f", {size:,} documents" if isinstance(size, int) else "")
         )
-    if name == "vectors" and "vector_search" in cfg:
-        v = cfg["vector_search"]
+    if name == "vectors":
+        v = cfg.vector_search
         return (
-            f"{v['corpus']['n_docs']:,} × {v['corpus']['dims']} vectors, "
-            f"{v['corpus']['n_queries']:,} queries, index {v['index']['name']}"
+            f"{v.corpus.n_docs:,} × {v.corpus.dims} vectors, "
+            f"{v.corpus.n_queries:,} queries, index {v.index.name}"
         )
-    if name in ("vectors", "index_search"):
-        return f"corpus {corpus['name']}, index {cfg['index']['name']}"
+    if name == "index_search":
+        return f"corpus {corpus.name}, index {cfg.index.name}"
     if name == "track":
         return "logging the run to MLflow"
     ks = ks_of(cfg)
@@ -138,14 +141,14 @@ def work_of(name: str, cfg: Mapping[str, Any], layout: Layout) -> str:
     if name == "rank":
         return (
             f"{n['queries']:,} queries × {n['documents']:,} documents, "
-            f"retriever {cfg['retriever']['name']}"
+            f"retriever {cfg.retriever.name}"
         )
     if name == "filter":
         return f"{n['principals']:,} principals × {n['queries']:,} queries, K ≤ {max(ks)}"
     if name == "score":
         return f"{pairs:,} query-principal pairs × {len(ks)} K"
     if name == "prove":
-        cases = cfg["evaluation"]["proof"]["max_examples"]
+        cases = cfg.evaluation.proof.max_examples
         return f"property claims × {cases} cases, {pairs:,} pairs × {len(ks)} K of this run"
     if name == "report":
         return f"{len(ks)} K"
@@ -177,7 +180,7 @@ def announced(name: str, work: str) -> Iterator[None]:
         print(f"arecall: {name}: done in {seconds:.2f} s", flush=True)
 
 
-def run_announced(name: str, stage: Stage, cfg: Mapping[str, Any], layout: Layout) -> Any:
+def run_announced(name: str, stage: Stage, cfg: ExperimentConfig, layout: Layout) -> Any:
     """Run one stage between its start and end lines (the work is measured only if shown)."""
     work = work_of(name, cfg, layout) if progress_shown() else ""
     with announced(name, work):

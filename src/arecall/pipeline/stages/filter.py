@@ -6,8 +6,7 @@ the documents and queries (the texts are most of a corpus: seconds at a million 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from arecall.core.placement import PlacedLists, place_all
 from arecall.core.ranking import Ranking
@@ -17,10 +16,13 @@ from arecall.pipeline.config import ks_of
 from arecall.pipeline.layout import Layout
 from arecall.pipeline.stages import run_stage
 
+if TYPE_CHECKING:
+    from arecall.pipeline.schema import ExperimentConfig
+
 __all__ = ["filter_lists"]
 
 
-def filter_lists(cfg: Mapping[str, Any], layout: Layout) -> PlacedLists:
+def filter_lists(cfg: ExperimentConfig, layout: Layout) -> PlacedLists:
     """Apply both placements for every principal and query at the largest K."""
     collection = Collection.load(layout.corpus, text=False)
     check_lists_memory(

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from arecall.data.authorization import apply_profiles
 from arecall.data.collection import Collection
@@ -11,12 +10,15 @@ from arecall.data.sources import load_corpus
 from arecall.pipeline.layout import Layout
 from arecall.pipeline.stages import run_stage
 
+if TYPE_CHECKING:
+    from arecall.pipeline.schema import ExperimentConfig
+
 __all__ = ["generate"]
 
 
-def generate(cfg: Mapping[str, Any], layout: Layout) -> Collection:
+def generate(cfg: ExperimentConfig, layout: Layout) -> Collection:
     """Build the corpus and apply the authorization model; write the collection."""
-    collection = apply_profiles(load_corpus(cfg["corpus"]), cfg["profiles"])
+    collection = apply_profiles(load_corpus(cfg.corpus), cfg.profiles)
     collection.save(layout.corpus)
     return collection
 

@@ -10,8 +10,7 @@ measure.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -23,6 +22,9 @@ from arecall.pipeline.layout import Layout
 from arecall.pipeline.stages import run_stage
 from arecall.pipeline.vector_search import run_text_index
 from arecall.retrievers import fit_on, make_retriever, query_inputs
+
+if TYPE_CHECKING:
+    from arecall.pipeline.schema import ExperimentConfig
 
 __all__ = ["COLUMNS", "index_search"]
 
@@ -36,25 +38,26 @@ NO_INDEX = (
 )
 
 
-def index_search(cfg: Mapping[str, Any], layout: Layout) -> pd.DataFrame | None:
+def index_search(cfg: ExperimentConfig, layout: Layout) -> pd.DataFrame | None:
     """Measure the corpus's embeddings through the configured index; None for ``index=none``.
 
     Examples
     --------
     >>> import tempfile
+    >>> from arecall.pipeline.config import default_config
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     layout = Layout.run(tmp)
-    ...     index_search({"index": {"name": "none"}}, layout) is None, layout.index_csv.read_text()
+    ...     index_search(default_config(), layout) is None, layout.index_csv.read_text()
     (True, 'principal,selectivity,gls,matching,mode,returned,recall,short,arecall,u_at_k,plan\\n')
     """
-    if cfg["index"]["name"] == "none":
+    if cfg.index.name == "none":
         write_text(layout.index_table, NO_INDEX)
         write_text(layout.index_csv, ",".join(COLUMNS) + "\n")
         return None
     from arecall.vector import deterministic_columns, render_markdown
 
     collection = Collection.load(layout.corpus)
-    retriever = fit_on(make_retriever(cfg["retriever"]), collection.documents, collection.queries)
+    retriever = fit_on(make_retriever(cfg.retriever), collection.documents, collection.queries)
     table = run_text_index(
         cfg,
         retriever,
@@ -64,8 +67,8 @@ def index_search(cfg: Mapping[str, Any], layout: Layout) -> pd.DataFrame | None:
         max(ks_of(cfg)),
     )
     caption = (
-        f"corpus `{cfg['corpus']['name']}` · retriever `{cfg['retriever']['name']}` "
-        f"· index `{cfg['index']['name']}`: one row per principal and placement"
+        f"corpus `{cfg.corpus.name}` · retriever `{cfg.retriever.name}` "
+        f"· index `{cfg.index.name}`: one row per principal and placement"
     )
     markdown = f"{caption}\n\n" + render_markdown(table)
     markdown += (

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from arecall.core.engine import engine_from_config
 from arecall.core.errors import ArecallError
@@ -13,18 +12,21 @@ from arecall.pipeline.proof import check_properties, check_run, failures
 from arecall.pipeline.stages import run_stage
 from arecall.pipeline.stages.score import pair_scores
 
+if TYPE_CHECKING:
+    from arecall.pipeline.schema import ExperimentConfig
+
 __all__ = ["prove"]
 
 
-def prove(cfg: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
+def prove(cfg: ExperimentConfig, layout: Layout) -> dict[str, Any]:
     """Check the seed's claims (Hypothesis) and this run's own lists; fail on a counterexample.
 
     The scores are computed again here, not read from the score stage's table: the data claims
     check what the batch code yields on this run's lists, independently of what score wrote.
     The per-principal work runs on the engine ``evaluation.engine`` names.
     """
-    results = check_properties(cfg["evaluation"]["proof"]["max_examples"])
-    with engine_from_config(cfg["evaluation"]) as engine:
+    results = check_properties(cfg.evaluation.proof.max_examples)
+    with engine_from_config(cfg.evaluation.engine) as engine:
         collection, lists, scores = pair_scores(cfg, layout, engine)
         results += check_run(
             lists,

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -14,10 +13,13 @@ from arecall.pipeline.layout import Layout
 from arecall.pipeline.report import curve_frame, render_tables
 from arecall.pipeline.stages import run_stage
 
+if TYPE_CHECKING:
+    from arecall.pipeline.schema import ExperimentConfig
+
 __all__ = ["report"]
 
 
-def report(cfg: Mapping[str, Any], layout: Layout) -> str:
+def report(cfg: ExperimentConfig, layout: Layout) -> str:
     """Write the Markdown tables, the curve's CSV and its PNG."""
     metrics = json.loads(layout.metrics.read_text(encoding="utf-8"))
     tables = render_tables(metrics, cfg)

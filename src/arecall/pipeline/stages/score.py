@@ -3,9 +3,9 @@ significance: metrics.json holds all of it, headline.json the numbers runs are c
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,11 +21,14 @@ from arecall.pipeline.config import ks_of
 from arecall.pipeline.layout import Layout
 from arecall.pipeline.stages import run_stage
 
+if TYPE_CHECKING:
+    from arecall.pipeline.schema import ExperimentConfig, SignificanceConfig
+
 __all__ = ["HEADLINE", "headline", "pair_scores", "score"]
 
 
 def pair_scores(
-    cfg: Mapping[str, Any], layout: Layout, engine: Engine | None = None
+    cfg: ExperimentConfig, layout: Layout, engine: Engine | None = None
 ) -> tuple[Collection, PlacedLists, PairScores]:
     """Score every pair from what generate, rank and filter wrote (score and prove share it).
 
@@ -48,31 +51,33 @@ def pair_scores(
 
 
 @contextmanager
-def _engine(cfg: Mapping[str, Any], engine: Engine | None) -> Iterator[Engine]:
+def _engine(cfg: ExperimentConfig, engine: Engine | None) -> Iterator[Engine]:
     """The engine given, else the one the config names (closed afterwards)."""
     if engine is not None:
         yield engine
         return
-    with engine_from_config(cfg.get("evaluation", {})) as made:
+    with engine_from_config(cfg.evaluation.engine) as made:
         yield made
 
 
-def score(cfg: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
+def score(cfg: ExperimentConfig, layout: Layout) -> dict[str, Any]:
     """Score every pair, K and placement; write the per-pair table and metrics.json."""
     collection, _, scores = pair_scores(cfg, layout)
     frame = scores.to_frame(collection.query_ids, collection.principal_names)
     write_parquet(layout.pairs, frame)
     metrics = summarise(scores, n_documents=len(collection.documents))
-    _add_significance(metrics, scores, cfg["evaluation"]["significance"])
+    _add_significance(metrics, scores, cfg.evaluation.significance)
     write_json(layout.metrics, metrics)
     write_json(layout.headline, headline(metrics))
     return metrics
 
 
-def _add_significance(metrics: dict[str, Any], scores: PairScores, scfg: Mapping[str, Any]) -> None:
+def _add_significance(
+    metrics: dict[str, Any], scores: PairScores, scfg: SignificanceConfig
+) -> None:
     """Δ@K = pre − post per pair: paired bootstrap CI and randomization p, both conventions."""
     nonempty = scores.n_authorized_relevant > 0
-    confidence, resamples, seed = scfg["confidence"], scfg["resamples"], scfg["seed"]
+    confidence, resamples, seed = scfg.confidence, scfg.resamples, scfg.seed
 
     def test(pre: np.ndarray, post: np.ndarray) -> dict[str, Any]:
         return delta_significance(

@@ -10,16 +10,18 @@ plain ``dvc repro``, of any DVC-made run; the stage then names the run that hold
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from arecall.pipeline.layout import Layout
 from arecall.pipeline.stages import run_stage
 
+if TYPE_CHECKING:
+    from arecall.pipeline.schema import ExperimentConfig
+
 __all__ = ["main", "track"]
 
 
-def track(cfg: Mapping[str, Any], layout: Layout) -> list[str] | None:
+def track(cfg: ExperimentConfig, layout: Layout) -> list[str] | None:
     """Log this repository's reports as one MLflow run (and its vector run); the lines saying so.
 
     None when tracking is disabled. The results are already in ``reports/``; if the store
@@ -27,7 +29,7 @@ def track(cfg: Mapping[str, Any], layout: Layout) -> list[str] | None:
     reports/) logs them later. The run's entry point, command and times are the DVC
     invocation's (`arecall.pipeline.invocation`).
     """
-    if not cfg["tracking"]["enabled"]:
+    if not cfg.tracking.enabled:
         return None
     import time
 
@@ -38,6 +40,7 @@ def track(cfg: Mapping[str, Any], layout: Layout) -> list[str] | None:
     from arecall.tracking.store import tracking_uri
 
     started = int(time.time() * 1000)
+    params = cfg.params()  # what the run logs: the checked config's plain values
     invocation = dvc_invocation() or Invocation("dvc repro", command_line(), "")
     reports = layout.report_files()
     name = os.environ.get("DVC_EXP_NAME")
@@ -45,7 +48,7 @@ def track(cfg: Mapping[str, Any], layout: Layout) -> list[str] | None:
     found = [
         run_id
         for run_id in logged_runs(
-            uri, experiment_name(cfg), reports_digest(reports), dvc_experiment=name
+            uri, experiment_name(params), reports_digest(reports), dvc_experiment=name
         )
         if name is not None or _made_by_dvc(uri, run_id)
     ]
@@ -57,7 +60,7 @@ def track(cfg: Mapping[str, Any], layout: Layout) -> list[str] | None:
     times = invocation_times(invocation) or (started, int(time.time() * 1000))
     nested: dict[str, str | None] = {}
     run_id = log_run(
-        cfg,
+        params,
         reports,
         run_name="dvc-repro",
         entry=invocation.entry,
@@ -91,7 +94,7 @@ def _show(lines: list[str] | None, layout: Layout) -> None:
         print(line)
 
 
-def _recorded(cfg: Mapping[str, Any], layout: Layout) -> list[str] | None:
+def _recorded(cfg: ExperimentConfig, layout: Layout) -> list[str] | None:
     """DVC's entry: track, then record what was tracked in ``data/track/run.json``, the output.
 
     The record holds the config hash, not the run id, so it is the same bytes on every machine
@@ -102,7 +105,7 @@ def _recorded(cfg: Mapping[str, Any], layout: Layout) -> list[str] | None:
     from arecall.tracking.provenance import config_hash
 
     lines = track(cfg, layout)
-    record = {"config_hash": config_hash(cfg), "tracked": lines is not None}
+    record = {"config_hash": config_hash(cfg.params()), "tracked": lines is not None}
     write_json(layout.track_record, record)
     return lines
 

@@ -15,8 +15,7 @@ warning, not a table): nothing it did not measure.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -35,6 +34,9 @@ from arecall.pipeline.vector_cache import (
 )
 from arecall.pipeline.vector_search import curve_frame, run_vector_corpus
 
+if TYPE_CHECKING:
+    from arecall.pipeline.schema import ExperimentConfig, VectorSearchSection
+
 __all__ = ["CURVE_COLUMNS", "OFF", "TABLE_COLUMNS", "vector_search"]
 
 #: The header of ``vector_search.csv`` (the deterministic columns of the experiment's table).
@@ -48,10 +50,10 @@ CURVE_COLUMNS = ("selectivity", "auto_recall", "post_recall", "pre_recall", "pus
 OFF = "vector experiment off (vector_search.enabled=false; `vector_search.enabled=true` runs it)\n"
 
 
-def vector_search(cfg: Mapping[str, Any], layout: Layout) -> pd.DataFrame | None:
+def vector_search(cfg: ExperimentConfig, layout: Layout) -> pd.DataFrame | None:
     """Run the ``vector_search`` section's experiment; write its table, CSV, curve and plot.
 
-    Reads only ``cfg["vector_search"]`` (dvc.yaml declares exactly that section). An unchanged
+    Reads only ``cfg.vector_search`` (dvc.yaml declares exactly that section). An unchanged
     experiment's outputs come from the cache (see the module docstring): same bytes. None, and
     placeholder outputs, when ``vector_search.enabled`` is false.
 
@@ -59,17 +61,18 @@ def vector_search(cfg: Mapping[str, Any], layout: Layout) -> pd.DataFrame | None
     --------
     >>> import tempfile
     >>> layout = Layout.run(tempfile.mkdtemp())
-    >>> vector_search({"vector_search": {"enabled": False}}, layout) is None
+    >>> from arecall.pipeline.config import default_config
+    >>> vector_search(default_config(["vector_search.enabled=false"]), layout) is None
     True
     >>> layout.vector_csv.read_text().startswith("selectivity,matching,mode,")
     True
     """
-    section = cfg["vector_search"]
-    if not section.get("enabled", True):
+    section = cfg.vector_search
+    if not section.enabled:
         _write_off(layout)
         return None
     root = cache_dir()
-    key = cache_key(section, inputs_of(section["corpus"])) if root is not None else ""
+    key = cache_key(section, inputs_of(section.corpus)) if root is not None else ""
     if root is not None:
         entry = root / key
         hit = lookup(entry) if entry.is_dir() else None
@@ -89,18 +92,16 @@ def vector_search(cfg: Mapping[str, Any], layout: Layout) -> pd.DataFrame | None
     return table
 
 
-def _compute(section: Mapping[str, Any], layout: Layout) -> pd.DataFrame:
+def _compute(section: VectorSearchSection, layout: Layout) -> pd.DataFrame:
     """The experiment itself, written to the layout."""
     from arecall.vector import deterministic_columns, plot_experiment, render_markdown
 
     table = run_vector_corpus(section)
-    corpus = section["corpus"]
+    corpus = section.corpus
     measured = table.attrs.get("caption") or (
-        f"{corpus['n_docs']:,} × {corpus['dims']} vectors, {corpus['n_queries']} queries"
+        f"{corpus.n_docs:,} × {corpus.dims} vectors, {corpus.n_queries} queries"
     )
-    caption = (
-        f"corpus `vectors` · index `{section['index']['name']}`: {measured}, k = {table.attrs['k']}"
-    )
+    caption = f"corpus `vectors` · index `{section.index.name}`: {measured}, k = {table.attrs['k']}"
     steady = deterministic_columns(table)
     write_text(layout.vector_table, f"{caption}\n\n" + render_markdown(table))
     write_with(layout.vector_csv, lambda tmp: steady.to_csv(tmp, index=False, lineterminator="\n"))
