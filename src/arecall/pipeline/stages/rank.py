@@ -9,7 +9,7 @@ head + tails or ranked to the needed depth, whichever has fewer entries; see
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import scipy.sparse as sp
 from tqdm import tqdm
@@ -22,6 +22,9 @@ from arecall.pipeline.config import ks_of
 from arecall.pipeline.layout import Layout
 from arecall.pipeline.stages import progress_shown, run_stage
 from arecall.retrievers import fit_on, make_retriever, query_inputs, ranks_every_document
+
+if TYPE_CHECKING:
+    from arecall.pipeline.schema import ExperimentConfig
 
 __all__ = ["REPRESENTATION_KEY", "rank", "representation", "representation_line"]
 
@@ -98,7 +101,7 @@ def _score_chunks(retriever: Any, texts: list[str], chunk: int) -> Iterator[sp.s
         yield retriever.score(texts[start : start + chunk])
 
 
-def rank(cfg: Mapping[str, Any], layout: Layout) -> Ranking:
+def rank(cfg: ExperimentConfig, layout: Layout) -> Ranking:
     """Fit the retriever on the documents and rank every query, as deep as exactness needs.
 
     ``cfg`` is the checked configuration: a ``retriever.depth`` below the largest K was refused
@@ -107,22 +110,22 @@ def rank(cfg: Mapping[str, Any], layout: Layout) -> Ranking:
     check_lists_memory(
         cfg, n_principals=len(collection.principals), n_queries=len(collection.queries)
     )  # the corpus's own sizes, before anything is allocated or written
-    rcfg = cfg["retriever"]
+    rcfg = cfg.retriever
     retriever = fit_on(make_retriever(rcfg), collection.documents, collection.queries)
     n_docs = len(collection.documents)
     # a dense retriever's chunk is queries × documents floats: cap it at ~64M cells
-    chunk = max(1, min(rcfg["chunk_queries"], (1 << 26) // max(n_docs, 1)))
+    chunk = max(1, min(rcfg.chunk_queries, (1 << 26) // max(n_docs, 1)))
     ranking = rank_queries(
         _score_chunks(retriever, query_inputs(retriever, collection.queries), chunk),
         n_queries=len(collection.queries),
-        depth=rcfg["depth"],
+        depth=rcfg.depth,
         acl=collection.acl_matrix(),
         k_max=max(ks_of(cfg)),
         relevance=collection.relevance_matrix(),
         every_entry=ranks_every_document(retriever),
     )
     ranking.save(layout.ranking)
-    rep = representation(ranking, rcfg["depth"])
+    rep = representation(ranking, rcfg.depth)
     write_json(layout.rank_info, {REPRESENTATION_KEY: rep})
     if progress_shown():
         print(f"arecall: rank: {representation_line(rep)}", flush=True)
