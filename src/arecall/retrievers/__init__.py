@@ -28,6 +28,7 @@ from arecall.retrievers.schema import (
     DenseLSAConfig,
     EmbeddingsConfig,
     Model2VecConfig,
+    RetrieverConfig,
     SklearnTfidfConfig,
     TfidfConfig,
 )
@@ -140,8 +141,9 @@ RETRIEVERS = Registry(
 )
 
 
-def make_retriever(cfg: Mapping[str, Any]) -> Retriever:
-    """Construct the retriever the ``retriever`` config section names (checked by its schema).
+def make_retriever(cfg: RetrieverConfig | Mapping[str, Any]) -> Retriever:
+    """Construct the retriever the ``retriever`` config section names: the checked section
+    (its retriever's schema instance, as the stages pass it) or a plain one, checked here.
 
     Examples
     --------
@@ -151,8 +153,8 @@ def make_retriever(cfg: Mapping[str, Any]) -> Retriever:
     name = cfg.get("name") if isinstance(cfg, Mapping) else None
     entry = RETRIEVERS.get(name) if isinstance(name, str) else None
     if entry is not None and entry.schema is None:  # registered without a schema: no settings
-        retriever: Retriever = entry.load()(dict(cfg))
+        retriever: Retriever = entry.load()(cfg)
         return retriever
     section = select(RETRIEVERS.schemas(), cfg, "retriever", "retriever")
-    made: Retriever = RETRIEVERS[section["name"]].load()(section)
+    made: Retriever = RETRIEVERS[section.name].load()(section)
     return made

@@ -103,8 +103,8 @@ class BM25:
         ...
         arecall.core.schema.ConfigProblem: retriever.b: must be a number in [0, 1], got 2
         """
-        section = validate(BM25Config, {"name": "bm25", **cfg}, "retriever")
-        return cls(k1=section["k1"], b=section["b"], method=section["method"])
+        section = validate(BM25Config, cfg, "retriever")
+        return cls(k1=section.k1, b=section.b, method=section.method)
 
     @staticmethod
     def tokenize(texts: Sequence[str]) -> list[list[str]]:

@@ -84,11 +84,11 @@ class DenseLSA:
         ...
         arecall.core.schema.ConfigProblem: retriever.n_components: must be a positive integer, got 0
         """
-        section = validate(DenseLSAConfig, {"name": "dense_lsa", **cfg}, "retriever")
+        section = validate(DenseLSAConfig, cfg, "retriever")
         return cls(
-            n_components=section["n_components"],
-            random_state=section["random_state"],
-            n_iter=section["n_iter"],
+            n_components=section.n_components,
+            random_state=section.random_state,
+            n_iter=section.n_iter,
         )
 
     def _counts(self, texts: Sequence[str], *, fit: bool = False) -> sp.csr_matrix:

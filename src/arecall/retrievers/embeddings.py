@@ -87,10 +87,8 @@ class Embeddings:
         arecall.core.schema.ConfigProblem: retriever.documents: required for \
 retriever=embeddings (a .parquet or .npy file), got null
         """
-        section = validate(EmbeddingsConfig, {"name": "embeddings", **cfg}, "retriever")
-        return cls(
-            documents=section["documents"], queries=section["queries"], metric=section["metric"]
-        )
+        section = validate(EmbeddingsConfig, cfg, "retriever")
+        return cls(documents=section.documents, queries=section.queries, metric=section.metric)
 
     @property
     def index_metric(self) -> str:

@@ -141,12 +141,13 @@ class Model2Vec:
         ...
         arecall.core.schema.ConfigProblem: retriever.batch_size: must be a positive integer, got 0
         """
-        section = validate(Model2VecConfig, {"name": "model2vec", **cfg}, "retriever")
+        section = validate(Model2VecConfig, cfg, "retriever")
+        assert section.model is not None  # required: Model2VecConfig.problems
         return cls(
-            model=section["model"],
-            metric=section["metric"],
-            batch_size=section["batch_size"],
-            cache=section["cache"],
+            model=section.model,
+            metric=section.metric,
+            batch_size=section.batch_size,
+            cache=section.cache,
         )
 
     @property
