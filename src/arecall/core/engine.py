@@ -25,7 +25,7 @@ import contextlib
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -386,21 +386,24 @@ def make_engine(
     )
 
 
-def engine_from_config(evaluation: Mapping[str, Any]) -> Engine:
-    """The engine of an ``evaluation`` config section's ``engine`` part: ``name``,
-    ``scheduler``, ``block_principals`` (`arecall.pipeline.schema.EngineConfig`; a config
-    without it runs locally).
+def engine_from_config(engine: EngineSettings) -> Engine:
+    """The engine the checked ``evaluation.engine`` section names: ``name``, ``scheduler``,
+    ``block_principals`` (`arecall.pipeline.schema.EngineConfig`).
 
     Examples
     --------
-    >>> engine_from_config({"ks": [1]})
+    >>> from arecall.pipeline.schema import EngineConfig
+    >>> engine_from_config(EngineConfig())
     LocalEngine(block=None)
-    >>> engine_from_config({"engine": {"name": "local", "block_principals": 3}})
+    >>> engine_from_config(EngineConfig(name="local", block_principals=3))
     LocalEngine(block=3)
     """
-    section = dict(evaluation.get("engine") or {})
-    return make_engine(
-        str(section.get("name", "local")),
-        section.get("scheduler") or None,
-        section.get("block_principals"),
-    )
+    return make_engine(engine.name, engine.scheduler or None, engine.block_principals)
+
+
+class EngineSettings(Protocol):
+    """What `engine_from_config` reads of the ``evaluation.engine`` section."""
+
+    name: str
+    scheduler: str
+    block_principals: int
