@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import re
+import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -41,7 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from arecall.core.errors import ArecallError
-from arecall.vector._checks import check_positive_int
+from arecall.vector._checks import check_k, check_matrix, check_positive_int
 from arecall.vector.index import Hits
 from arecall.vector.schema import IndexConfig
 
@@ -277,6 +278,11 @@ class HnswStore(VectorStore):
     """A store that builds its own HNSW graph from the ``index`` config (Chroma, Milvus Lite):
     ``m``, ``ef_construction`` and ``ef_search`` checked once here, ``ip`` or ``l2``.
 
+    Such a store runs embedded on a temporary directory, with a client: `search` and `close`
+    are theirs in common. A subclass's ``build`` fills ``_tmp``, ``_client``, ``_attributes``
+    and ``_dims``; it answers a query batch with ``_query(queries, k, None)`` (unfiltered) and
+    ``_filtered(queries, k, where, dtype)`` (its own filter).
+
     Examples
     --------
     >>> class Toy(HnswStore):
@@ -306,6 +312,10 @@ class HnswStore(VectorStore):
         self.ef_construction = check_positive_int("ef_construction", ef_construction)
         self.ef_search = check_positive_int("ef_search", ef_search)
         self.metric = self.check_metric(metric)
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._client: Any = None
+        self._attributes: dict[str, npt.NDArray[Any]] = {}
+        self._dims = 0
 
     @classmethod
     def from_config(cls, index: IndexConfig, metric: str = "ip") -> Any:
@@ -321,3 +331,43 @@ class HnswStore(VectorStore):
             ef_search=index.ef_search,
             metric=metric,
         )
+
+    def _built(self) -> bool:
+        return self._client is not None
+
+    def _check_k(self, k: int) -> int:
+        """``k`` checked as the store can answer it."""
+        return check_k(k)
+
+    def _query(self, queries: npt.NDArray[np.float32], k: int, where: Any) -> Hits:
+        raise NotImplementedError
+
+    def _filtered(
+        self, queries: npt.NDArray[np.float32], k: int, where: Predicate, dtype: np.dtype[Any]
+    ) -> Hits:
+        raise NotImplementedError
+
+    def search(
+        self, queries: npt.NDArray[np.float32], k: int, where: Predicate, *, prefilter: bool
+    ) -> Hits:
+        """The store's filtered search (``prefilter=True``) or its unfiltered top-k,
+        post-filtered."""
+        if not self._built():
+            raise ArecallError(f"{self.name}: search() before build()")
+        q = check_matrix("queries", queries, dims=self._dims)
+        k = self._check_k(k)
+        mask = where.mask(self._attributes)  # validates the column (and evaluates post)
+        if prefilter:
+            column = self._attributes[where.column]  # present: mask() checked it
+            return self._filtered(q, k, where, column.dtype)
+        hits = self._query(q, k, None)
+        return hits.select(mask[np.maximum(hits.ids, 0)])
+
+    def close(self) -> None:
+        """Close the client and remove its temporary directory."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None

@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from arecall.core.errors import ArecallError
-from arecall.vector._checks import check_k, check_matrix
+from arecall.vector._checks import check_matrix
 from arecall.vector.index import Hits
 from arecall.vector.stores import STORES
 from arecall.vector.stores.base import Below, HnswStore, InSet, Predicate, check_attributes
@@ -93,11 +93,7 @@ class ChromaStore(HnswStore):
 
     def __init__(self, **hnsw: Any) -> None:
         super().__init__(**hnsw)  # m, ef_construction, ef_search, metric: `HnswStore`
-        self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        self._client: Any = None
         self._collection: Any = None
-        self._attributes: dict[str, npt.NDArray[Any]] = {}
-        self._dims = 0
 
     def hnsw_configuration(self) -> dict[str, Any]:
         """The collection's ``configuration["hnsw"]``: the ``index`` config in Chroma's names.
@@ -166,32 +162,21 @@ class ChromaStore(HnswStore):
             scores[i, : order.size] = 1.0 - distance if self.metric == "ip" else -distance
         return Hits(ids=ids, scores=scores)
 
-    def search(
-        self, queries: npt.NDArray[np.float32], k: int, where: Predicate, *, prefilter: bool
+    def _built(self) -> bool:
+        return self._collection is not None
+
+    def _filtered(
+        self, queries: npt.NDArray[np.float32], k: int, where: Predicate, dtype: np.dtype[Any]
     ) -> Hits:
-        """Chroma's filtered search (``prefilter=True``) or its unfiltered top-k, post-filtered."""
-        if self._collection is None:
-            raise ArecallError("chroma: search() before build()")
-        q = check_matrix("queries", queries, dims=self._dims)
-        k = check_k(k)
-        mask = where.mask(self._attributes)  # validates the column (and evaluates post)
-        if prefilter:
-            if isinstance(where, InSet) and not where.values:
-                return Hits(
-                    ids=np.full((q.shape[0], k), -1, dtype=np.int64),
-                    scores=np.full((q.shape[0], k), -np.inf, dtype=np.float32),
-                )
-            column = self._attributes[where.column]  # present: mask() checked it
-            return self._query(q, k, where_document(where, column.dtype))
-        hits = self._query(q, k, None)
-        return hits.select(mask[np.maximum(hits.ids, 0)])
+        """Chroma's filtered search; an empty set matches nothing (Chroma refuses ``$in: []``)."""
+        if isinstance(where, InSet) and not where.values:
+            return Hits(
+                ids=np.full((queries.shape[0], k), -1, dtype=np.int64),
+                scores=np.full((queries.shape[0], k), -np.inf, dtype=np.float32),
+            )
+        return self._query(queries, k, where_document(where, dtype))
 
     def close(self) -> None:
         """Close the client and remove its temporary directory."""
         self._collection = None
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
+        super().close()

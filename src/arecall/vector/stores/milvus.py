@@ -121,13 +121,6 @@ class MilvusStore(HnswStore):
     name = "milvus"
     placements = STORES["milvus"].answers
 
-    def __init__(self, **hnsw: Any) -> None:
-        super().__init__(**hnsw)  # m, ef_construction, ef_search, metric: `HnswStore`
-        self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        self._client: Any = None
-        self._attributes: dict[str, npt.NDArray[Any]] = {}
-        self._dims = 0
-
     @property
     def database(self) -> Path | None:
         """The Milvus Lite file (``None`` before ``build`` and after ``close``)."""
@@ -231,28 +224,14 @@ class MilvusStore(HnswStore):
             scores[i, : order.size] = score[order]
         return Hits(ids=ids, scores=scores)
 
-    def search(
-        self, queries: npt.NDArray[np.float32], k: int, where: Predicate, *, prefilter: bool
-    ) -> Hits:
-        """Milvus's filtered search (``prefilter=True``) or its unfiltered top-k, post-filtered."""
-        if self._client is None:
-            raise ArecallError("milvus: search() before build()")
-        q = check_matrix("queries", queries, dims=self._dims)
+    def _check_k(self, k: int) -> int:
         k = check_k(k)
         if k > MILVUS_LIMIT:
             raise ArecallError(f"k={k}: Milvus answers at most {MILVUS_LIMIT} results a query")
-        mask = where.mask(self._attributes)  # validates the column (and evaluates post)
-        if prefilter:
-            column = self._attributes[where.column]  # present: mask() checked it
-            return self._query(q, k, where_milvus(where, column.dtype))
-        hits = self._query(q, k, None)
-        return hits.select(mask[np.maximum(hits.ids, 0)])
+        return k
 
-    def close(self) -> None:
-        """Close the client and remove the database's temporary directory."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
+    def _filtered(
+        self, queries: npt.NDArray[np.float32], k: int, where: Predicate, dtype: np.dtype[Any]
+    ) -> Hits:
+        """Milvus's filtered search: the predicate as a filter expression."""
+        return self._query(queries, k, where_milvus(where, dtype))
