@@ -32,6 +32,14 @@ def fast_config(*overrides: str) -> ExperimentConfig:
     return default_config([FAST_PROOF, *overrides])
 
 
+def with_vector_search(section: dict[str, Any]) -> ExperimentConfig:
+    """conf/'s defaults with this ``vector_search`` section (``corpus``, ``index``), enabled and
+    checked as every entry point checks a configuration."""
+    from arecall.pipeline.config import checked
+
+    return checked({**default_config().params(), "vector_search": {**section, "enabled": True}})
+
+
 WORDS = [
     "alpha",
     "beta",

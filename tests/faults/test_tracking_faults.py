@@ -69,7 +69,7 @@ def test_principal_names_become_distinct_safe_keys_with_their_mapping(tmp_path, 
     path = tmp_path / "vector_search.csv"
     table.to_csv(path, index=False)
     nested: dict[str, str | None] = {}
-    log_run(fast_config("vector_search.enabled=true"), {"vector_csv": path}, nested=nested)
+    log_run(fast_config("vector_search.enabled=true").params(), {"vector_csv": path}, nested=nested)
     run_id = nested["vector_search"]  # the vector experiment's own run
     client = MlflowClient(tracking_uri=mlflow_store)
     run = client.get_run(run_id)
@@ -223,7 +223,7 @@ def test_a_run_killed_with_its_tracker_is_closed_by_the_next_run(tmp_path, mlflo
     run_id = _wait_running(mlflow_store, proc)
     os.killpg(proc.pid, signal.SIGKILL)  # the run's process and its tracker, at once
     proc.wait(timeout=30)
-    log_run(fast_config(), {})  # the next writer on this store
+    log_run(fast_config().params(), {})  # the next writer on this store
     orphan = MlflowClient(tracking_uri=mlflow_store).get_run(run_id)
     assert orphan.info.status == "KILLED"
     assert orphan.data.tags["arecall.pid"] == str(proc.pid)
@@ -392,7 +392,7 @@ def test_arecall_log_dot_logs_a_dvc_repository_params_and_reports(tmp_path, mlfl
     from tests.helpers import ROOT
 
     (tmp_path / "reports").mkdir()
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(fast_config()))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(fast_config().params()))
     for name in ("metrics.json", "proof.json", "tables.md"):
         (tmp_path / "reports" / name).write_bytes((ROOT / "reports" / name).read_bytes())
     proc = arecall("log", str(tmp_path))

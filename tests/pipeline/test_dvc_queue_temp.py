@@ -124,7 +124,7 @@ def test_every_dvc_entry_point_is_in_mlflow_under_its_name_and_says_how_it_ran(
         assert tags["arecall.entry"] == tags["mlflow.source.name"] == entry, name
         assert tags["arecall.command"] == command, name
         assert tags["mlflow.source.git.commit"] == head, name
-        assert tags["arecall.config_hash"] == config_hash(default_config(overrides)), name
+        assert tags["arecall.config_hash"] == config_hash(default_config(overrides).params()), name
         if name != "dvc-repro":
             assert tags["arecall.dvc_experiment"] == name
         (dataset,) = rest.datasets(run)

@@ -10,14 +10,13 @@ import json
 import re
 import subprocess
 import sys
-from typing import Any
 
 import pytest
 import yaml
 
 from arecall.pipeline.stages import PROGRESS_ENV
 
-from tests.helpers import FAST_PROOF, ROOT, fast_config
+from tests.helpers import FAST_PROOF, ROOT, fast_config, with_vector_search
 
 #: Libraries that cost a second or more to import, each needed by one optional path only.
 HEAVY = (
@@ -109,7 +108,7 @@ def test_a_library_call_prints_no_stage_lines(capsys, monkeypatch):
 
 @pytest.mark.long  # a whole process with MLflow or DVC: make test-faults
 def test_a_dvc_stage_prints_its_start_and_end_lines(tmp_path):
-    cfg = fast_config("tracking.enabled=false")
+    cfg = fast_config("tracking.enabled=false").params()
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     env = {k: v for k, v in __import__("os").environ.items() if k != PROGRESS_ENV}
     for stage in ("generate", "rank"):
@@ -182,13 +181,6 @@ SMALL_VECTORS = {
 VECTOR_FILES = ("vector_table", "vector_csv", "vector_curve", "vector_plot")
 
 
-def _with_vectors(section: dict) -> Any:
-    """The default config with this ``vector_search`` section (enabled), checked."""
-    from arecall.pipeline.config import checked, default_config
-
-    return checked({**default_config().params(), "vector_search": {**section, "enabled": True}})
-
-
 def _vector_outputs(layout) -> dict[str, bytes]:
     return {name: getattr(layout, name).read_bytes() for name in VECTOR_FILES}
 
@@ -204,7 +196,7 @@ def test_an_unchanged_vector_experiment_is_copied_from_the_cache_byte_identical(
     compute = vectors._compute
     monkeypatch.setattr(vectors, "_compute", lambda *a: calls.append(1) or compute(*a))
     monkeypatch.setenv(vector_cache.CACHE_ENV, str(tmp_path / "cache"))
-    cfg = _with_vectors(SMALL_VECTORS)
+    cfg = with_vector_search(SMALL_VECTORS)
     first = vectors.vector_search(cfg, Layout.run(tmp_path / "a"))
     second = vectors.vector_search(cfg, Layout.run(tmp_path / "b"))
     assert len(calls) == 1  # the second run computed nothing
@@ -215,7 +207,7 @@ def test_an_unchanged_vector_experiment_is_copied_from_the_cache_byte_identical(
     assert second.drop(columns="qps").equals(first.drop(columns="qps"))
     assert second.attrs["k"] == first.attrs["k"]
     # a changed section is another experiment: computed again
-    other = _with_vectors({**SMALL_VECTORS, "corpus": {**SMALL_VECTORS["corpus"], "seed": 1}})
+    other = with_vector_search({**SMALL_VECTORS, "corpus": {**SMALL_VECTORS["corpus"], "seed": 1}})
     vectors.vector_search(other, Layout.run(tmp_path / "c"))
     assert len(calls) == 2
 
@@ -229,7 +221,7 @@ def test_a_changed_store_library_is_another_cache_entry(store, library, monkeypa
     from arecall.pipeline import vector_cache
 
     index = {"name": "hnsw", "store": store, "placements": ["post", "pushdown", "pre"]}
-    section = _with_vectors({**SMALL_VECTORS, "index": index})
+    section = with_vector_search({**SMALL_VECTORS, "index": index})
     section = section.vector_search
     before = vector_cache.cache_key(section)
     real = importlib.metadata.version
@@ -247,7 +239,7 @@ def test_a_damaged_cache_entry_is_recomputed_never_used(tmp_path, monkeypatch):
     from arecall.pipeline.stages import vectors
 
     monkeypatch.setenv(vector_cache.CACHE_ENV, str(tmp_path / "cache"))
-    cfg = _with_vectors(SMALL_VECTORS)
+    cfg = with_vector_search(SMALL_VECTORS)
     vectors.vector_search(cfg, Layout.run(tmp_path / "a"))
     (entry,) = (tmp_path / "cache" / "vectors").iterdir()
     (entry / "vector_search.csv").write_text("selectivity\n0.0\n")  # a torn or edited entry
@@ -268,7 +260,7 @@ def test_a_second_writer_of_the_same_entry_loses_quietly_and_the_entry_stays_who
 
     root = tmp_path / "cache"
     monkeypatch.setenv(vector_cache.CACHE_ENV, str(root))
-    cfg = _with_vectors(SMALL_VECTORS)
+    cfg = with_vector_search(SMALL_VECTORS)
     table = vectors.vector_search(cfg, Layout.run(tmp_path / "a"))
     key = vector_cache.cache_key(cfg.vector_search)
     before = {p.name: p.read_bytes() for p in (root / "vectors" / key).iterdir()}
@@ -287,7 +279,7 @@ def test_the_cache_can_be_turned_off(tmp_path, monkeypatch):
     monkeypatch.setenv(vector_cache.CACHE_ENV, "off")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    table = vectors.vector_search(_with_vectors(SMALL_VECTORS), Layout.run(tmp_path / "a"))
+    table = vectors.vector_search(with_vector_search(SMALL_VECTORS), Layout.run(tmp_path / "a"))
     assert "cache" not in table.attrs
     assert not (tmp_path / "xdg").exists() and not (tmp_path / "home").exists()
 
@@ -299,7 +291,7 @@ def test_a_cache_hit_and_the_report_plot_load_neither_faiss_nor_pyplot(tmp_path,
     from arecall.pipeline.stages import vectors
 
     monkeypatch.setenv(vector_cache.CACHE_ENV, str(tmp_path / "cache"))
-    vectors.vector_search(_with_vectors(SMALL_VECTORS), Layout.run(tmp_path / "warm"))
+    vectors.vector_search(with_vector_search(SMALL_VECTORS), Layout.run(tmp_path / "warm"))
     out = tmp_path / "out"
     out.mkdir()
     (out / "metrics.json").write_bytes((ROOT / "reports" / "metrics.json").read_bytes())
@@ -307,9 +299,11 @@ def test_a_cache_hit_and_the_report_plot_load_neither_faiss_nor_pyplot(tmp_path,
         "from arecall.pipeline.layout import Layout\n"
         "from arecall.pipeline.stages.vectors import vector_search\n"
         "from arecall.pipeline.stages.report import report\n"
-        "from arecall.pipeline.config import default_config\n"
+        "from arecall.pipeline.config import checked, default_config\n"
         f"layout = Layout.run({str(out)!r})\n"
-        f"table = vector_search({{'vector_search': {SMALL_VECTORS!r}}}, layout)\n"
+        f"section = {{**{SMALL_VECTORS!r}, 'enabled': True}}\n"
+        "cfg = checked({**default_config().params(), 'vector_search': section})\n"
+        "table = vector_search(cfg, layout)\n"
         "assert table.attrs['cache'] == 'hit'\n"
         "report(default_config(), layout)\n"
         "import sys\n"

@@ -38,6 +38,7 @@ def test_a_temp_workspace_run_lands_in_the_original_repositorys_store(
     cfg = fast_config()
     layout = Layout.run(workspace / "out")
     run_all(cfg, layout)
+    cfg = cfg.params()  # what the run logs
     monkeypatch.chdir(workspace)
     monkeypatch.setenv("DVC_ROOT", str(repo))  # what DVC sets for queued and --temp runs
     monkeypatch.setenv("DVC_EXP_NAME", "plush-arms")
@@ -53,10 +54,10 @@ def test_a_temp_workspace_run_lands_in_the_original_repositorys_store(
 
 
 def test_the_config_hash_ignores_tracking_and_sees_every_result_setting():
-    cfg = fast_config()
+    cfg = fast_config().params()
     assert config_hash(cfg) == config_hash({**cfg, "tracking": {"enabled": False}})
-    assert config_hash(cfg) != config_hash(fast_config("retriever=bm25"))
-    assert config_hash(cfg) != config_hash(fast_config("evaluation.ks=[1,5]"))
+    assert config_hash(cfg) != config_hash(fast_config("retriever=bm25").params())
+    assert config_hash(cfg) != config_hash(fast_config("evaluation.ks=[1,5]").params())
 
 
 def test_a_run_is_logged_in_few_store_calls_with_every_artifact_and_table(
@@ -88,7 +89,7 @@ def test_a_run_is_logged_in_few_store_calls_with_every_artifact_and_table(
     layout = Layout.run(tmp_path / "out")
     result = run_all(cfg, layout)
     run_id = log_run(
-        cfg, layout.report_files(), vector=result["vector"], rank_info=layout.rank_info
+        cfg.params(), layout.report_files(), vector=result["vector"], rank_info=layout.rank_info
     )
     assert calls == {"log_batch": 1}  # no corpus given: no input
     client = MlflowClient(tracking_uri=mlflow_store)
@@ -112,7 +113,7 @@ def test_a_run_is_logged_in_few_store_calls_with_every_artifact_and_table(
     assert not [t for t in run.data.tags if t.startswith("arecall.rank.")]  # not tags any more
     assert run.data.tags["mlflow.note.content"] == layout.tables.read_text()
     calls.clear()
-    log_run(cfg, layout.report_files(), corpus=layout.corpus)
+    log_run(cfg.params(), layout.report_files(), corpus=layout.corpus)
     assert calls == {"log_batch": 1, "log_inputs": 1}
 
 
@@ -129,7 +130,7 @@ def test_a_failed_run_keeps_its_config_in_the_one_batch_that_ends_it(
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(Client, "log_batch", spy)
-    run = pipeline_run(fast_config("retriever=bm25"))
+    run = pipeline_run(fast_config("retriever=bm25").params())
     with pytest.raises(ValueError, match="boom"), run:
         run.start()
         raise ValueError("boom")

@@ -27,6 +27,8 @@ from arecall.vector.measurement import audit, experiment, measure_store
 from arecall.vector.schema import IndexConfig
 from arecall.vector.stores import Below, ChromaStore, InSet, store_from_config
 
+from tests.helpers import with_vector_search
+
 N_DOCS, DIMS, N_CLUSTERS, N_QUERIES, K = 1200, 32, 40, 30, 10
 AUTHORIZED = range(12)  # 30% of the clusters
 WITHOUT_AUTO = ["post", "pushdown", "pre"]
@@ -176,7 +178,7 @@ def test_index_store_chroma_runs_through_the_pipeline_config_and_the_audit() -> 
         "corpus": {"name": "vectors", "n_docs": 300, "dims": 16, "n_queries": 4},
         "index": {"name": "hnsw", "store": "chroma", "placements": WITHOUT_AUTO, "m": 8},
     }
-    df = run_vector_corpus(cfg)
+    df = run_vector_corpus(with_vector_search(cfg).vector_search)
     assert set(df["plan"]) == {"prefilter=False", "prefilter=True", "scan"}
     assert (df[df["mode"] == "pushdown"]["returned"] == 10).all()
     table = audit(store="chroma", n_docs=300, dims=16, n_queries=4, selectivities=[0.1, 1.0])

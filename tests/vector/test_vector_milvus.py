@@ -26,6 +26,7 @@ from arecall.vector.measurement import audit, measure_store
 from arecall.vector.schema import IndexConfig
 from arecall.vector.stores import Below, InSet, MilvusStore, store_from_config
 
+from tests.helpers import with_vector_search
 from tests.vector.test_vector_chroma import AUTHORIZED, WITHOUT_AUTO, K, clustered, rows_by_mode
 
 
@@ -164,6 +165,6 @@ def test_the_milvus_audit_and_experiment_on_a_small_corpus() -> None:
         "corpus": {"name": "vectors", **small},
         "index": {"name": "hnsw", "store": "milvus", "placements": WITHOUT_AUTO},
     }
-    table = run_vector_corpus(cfg)
+    table = run_vector_corpus(with_vector_search(cfg).vector_search)
     assert table["plan"].tolist()[:3] == ["prefilter=False", "prefilter=True", "scan"]
     assert (table[table["mode"] == "pushdown"]["returned"] == 10).all()

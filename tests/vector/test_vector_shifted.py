@@ -218,11 +218,13 @@ def test_the_per_batch_confidence_is_a_setting_the_planner_keeps_and_aims_by() -
     # Issue 35: the confidence (99.5% per batch) becomes index.confidence. A planner keeps the
     # one it was calibrated with, and aims a batch z standard errors above the target by it:
     # less confidence, no deeper a search; more, no shallower.
-    from arecall.pipeline.vector_search import _experiment_options, _index_config
+    from arecall.pipeline.config import default_config
+    from arecall.pipeline.vector_search import _experiment_options
     from arecall.vector.schema import IndexConfig
 
     assert IndexConfig().confidence == 0.995
-    config = _index_config({"name": "hnsw", "confidence": 0.99})
+    config = default_config(["retriever=dense_lsa", "index=hnsw", "index.confidence=0.99"]).index
+    assert isinstance(config, IndexConfig)
     assert config.confidence == 0.99 and _experiment_options(config)["confidence"] == 0.99
     corpus, index, planner = setup("lowrank-uniform")
     assert planner.confidence == 0.995 and planner.z == pytest.approx(2.5758, abs=1e-4)

@@ -36,6 +36,8 @@ from arecall.vector.stores import (
 from arecall.vector.stores.chroma import where_document
 from arecall.vector.stores.lancedb import where_sql
 
+from tests.helpers import with_vector_search
+
 SMALL: dict[str, Any] = {"n_docs": 400, "dims": 16, "n_queries": 6, "selectivities": [0.1, 1.0]}
 WITHOUT_AUTO = ["post", "pushdown", "pre"]
 
@@ -108,7 +110,10 @@ def test_a_registered_store_reaches_the_pipeline_and_audit(toy: None) -> None:
         "corpus": {"name": "vectors", **SMALL},
         "index": {"name": "hnsw", "store": "toy", "placements": WITHOUT_AUTO},
     }
-    assert run_vector_corpus(cfg)["plan"].tolist()[:2] == ["prefilter=False", "prefilter=True"]
+    assert run_vector_corpus(with_vector_search(cfg).vector_search)["plan"].tolist()[:2] == [
+        "prefilter=False",
+        "prefilter=True",
+    ]
     df = audit(store="toy", **SMALL)
     assert df["mode"].tolist() == ["toy/post", "toy/pre", "toy/post", "toy/pre"]
     assert df[df["mode"] == "toy/pre"]["recall"].tolist() == [1.0, 1.0]
