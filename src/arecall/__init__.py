@@ -17,8 +17,9 @@ Examples
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from arecall.core.registry import lazy_attributes
 
 # Public names and the module defining each, imported on first use: `import arecall` (which every
 # ``arecall`` command and DVC stage does) loads nothing, not even numpy.
@@ -68,12 +69,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value  # once imported, a plain attribute
-        return value
-    raise AttributeError(f"module 'arecall' has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 def __dir__() -> list[str]:

@@ -36,11 +36,12 @@ Examples
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Registered", "Registry"]
+__all__ = ["Registered", "Registry", "lazy_attributes"]
 
 
 @dataclass(frozen=True)
@@ -134,3 +135,33 @@ class Registry(dict[str, Registered]):
         """The libraries of ``names`` (default: every component), each once, in order."""
         chosen = names or tuple(self)
         return tuple(dict.fromkeys(lib for n in chosen if n in self for lib in self[n].libraries))
+
+
+def lazy_attributes(module: str, lazy: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module's ``__getattr__`` (PEP 562) that imports each name of ``lazy`` (name → the
+    module defining it) on first use, then keeps it as a plain attribute of ``module``.
+
+    Why: a package that names its parts (``arecall.vector.stores.FaissStore``) would otherwise
+    import them all, faiss and scipy with them, wherever only its registry is read.
+
+    Examples
+    --------
+    >>> import types, sys
+    >>> sys.modules["demo_pkg"] = types.ModuleType("demo_pkg")
+    >>> getter = lazy_attributes("demo_pkg", {"dumps": "json"})
+    >>> getter("dumps")([1]), sys.modules["demo_pkg"].dumps is getter("dumps")
+    ('[1]', True)
+    >>> getter("loads")
+    Traceback (most recent call last):
+    ...
+    AttributeError: module 'demo_pkg' has no attribute 'loads'
+    """
+
+    def __getattr__(name: str) -> Any:
+        if name in lazy:
+            value = getattr(importlib.import_module(lazy[name]), name)
+            setattr(sys.modules[module], name, value)  # once imported, a plain attribute
+            return value
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__

@@ -19,9 +19,10 @@ table, Markdown, plot, store audit), ``adversarial`` (corpora whose filter follo
 
 from __future__ import annotations
 
-import importlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from arecall.core.registry import lazy_attributes
 
 # faiss announces its CPU features at INFO when imported; under `arecall run` Hydra's logging
 # would print that line into every run's output.
@@ -161,9 +162,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'arecall.vector' has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)

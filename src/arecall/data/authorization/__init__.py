@@ -36,12 +36,11 @@ domains, grants) are in `arecall.data.authorization.helpers`.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from arecall.core.errors import ArecallError
-from arecall.core.registry import Registered, Registry
+from arecall.core.registry import Registered, Registry, lazy_attributes
 from arecall.core.schema import select
 from arecall.data.authorization.schema import (
     LEVELS,
@@ -91,12 +90,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 def profiles_section(cfg: Any) -> ProfilesSchema:

@@ -12,11 +12,10 @@ names (``experiment``).
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 from arecall.core.errors import ArecallError
-from arecall.core.registry import Registered, Registry
+from arecall.core.registry import Registered, Registry, lazy_attributes
 
 if TYPE_CHECKING:
     from arecall.vector.schema import IndexConfig
@@ -92,12 +91,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 def store_class(name: str, *, key: str = "store") -> type[VectorStore]:
