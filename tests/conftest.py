@@ -20,7 +20,7 @@ import pytest
 
 from arecall.cli import main
 
-from tests.helpers import write_seed_dir
+from tests.helpers import start_mlflow_server, stop_mlflow_server, write_seed_dir
 
 os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
 os.environ["DVC_NO_ANALYTICS"] = "1"
@@ -182,3 +182,13 @@ def arecall(
             root.removeHandler(handler)
             handler.close()
     root.setLevel(level)
+
+
+@pytest.fixture
+def mlflow_server(tmp_path: Path, mlflow_template: Path) -> Iterator[str]:
+    """The URL of a real `mlflow server` on 127.0.0.1, on a fresh store, stopped afterwards."""
+    url, proc = start_mlflow_server(tmp_path, mlflow_template)
+    try:
+        yield url
+    finally:
+        stop_mlflow_server(proc)

@@ -6,14 +6,23 @@ import them as ``from tests.helpers import …``.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import random
+import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
+from functools import cache
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from arecall.pipeline.config import default_config
 from arecall.pipeline.schema import ExperimentConfig
@@ -211,3 +220,222 @@ def rank_world(scores: Any, rel_m: Any, acl_m: Any, ks: Any, depth: int | None) 
         relevance=rel_m,
     )
     return ranked_all, ranking
+
+
+# -- config options ---------------------------------------------------------------------------
+
+#: The settings each option that reads files requires, to compose.
+REQUIRED = {
+    ("corpus", "seed_json"): ["corpus.path=/some/dir"],
+    ("corpus", "beir"): ["corpus.path=/some/dir"],
+    ("profiles", "acl_file"): ["profiles.path=/some/acl.tsv"],
+    ("retriever", "embeddings"): ["retriever.documents=d.npy", "retriever.queries=q.npy"],
+    ("retriever", "model2vec"): ["retriever.model=/some/model"],
+}
+
+
+# -- a real mlflow server on 127.0.0.1 ------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 now (for a server a test starts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_mlflow_server(
+    tmp_path: Path, template: Path, store: Path | None = None
+) -> tuple[str, subprocess.Popen]:
+    """A server on a copy of ``template`` (a migrated empty store), or on ``store`` itself."""
+    port = free_port()
+    db = store if store is not None else tmp_path / "server.db"
+    if store is None:
+        shutil.copyfile(template, db)  # migrated already: starts sooner
+    # no background job runner: the test only logs and reads runs, and it starts seconds sooner
+    env = {
+        **os.environ,
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+    }
+    env.pop("MLFLOW_TRACKING_URI", None)
+    with (tmp_path / "server.log").open("w") as log:
+        proc = subprocess.Popen(
+            [
+                str(VENV_BIN / "mlflow"),
+                "server",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--backend-store-uri",
+                f"sqlite:///{db}",
+                "--artifacts-destination",
+                str(tmp_path / "artifacts"),
+                "--workers",
+                "1",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
+                if r.status == 200:
+                    return url, proc
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop_mlflow_server(proc)
+            pytest.fail("mlflow server did not start:\n" + (tmp_path / "server.log").read_text())
+        time.sleep(0.5)
+
+
+def stop_mlflow_server(proc: subprocess.Popen) -> None:
+    """Stop a server `start_mlflow_server` started (its whole process group)."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=3)  # the test is over: no need to wait out a graceful shutdown
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+# -- the arecall modules an entry point imports (DVC deps, tracking's layering) ----------------
+
+#: The package sources (what DVC stages depend on).
+SRC = ROOT / "src"
+
+
+def _module_file(name: str) -> Path | None:
+    base = SRC / Path(*name.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node that can run: ``if TYPE_CHECKING:`` bodies are for type checkers only."""
+    out: list[ast.AST] = []
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            todo.extend(node.orelse)
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+@cache
+def _lazy_names(path: Path) -> dict[str, str]:
+    """A package's ``_LAZY`` table (public name -> defining module), if it has one."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "_LAZY":
+            return ast.literal_eval(node.value)
+    return {}
+
+
+_FACTORY = re.compile(r"^(arecall(?:\.\w+)+):[\w.]+$")
+
+
+def _calls_load(node: ast.AST) -> bool:
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "load"
+        for n in ast.walk(node)
+    )
+
+
+@cache
+def _registry(path: Path) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """A registry module's component modules (its ``Registered`` factory paths), its registry
+    names (``X = Registry(...)``) and its loaders: functions that call ``load()``, directly or
+    through another loader of the module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    factories: set[str] = set()
+    registries: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Registered":
+            for arg in [*node.args, *(k.value for k in node.keywords)]:
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    match = _FACTORY.match(arg.value)
+                    if match:
+                        factories.add(match.group(1))
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and getattr(node.value.func, "id", None) == "Registry"
+        ):
+            registries.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    loaders = {name for name, fn in functions.items() if _calls_load(fn)}
+    while True:
+        more = {
+            name
+            for name, fn in functions.items()
+            if name not in loaders
+            and any(
+                getattr(c.func, "id", None) in loaders
+                for c in ast.walk(fn)
+                if isinstance(c, ast.Call)
+            )
+        }
+        if not more:
+            break
+        loaders |= more
+    return frozenset(factories), frozenset(registries), frozenset(loaders)
+
+
+@cache
+def _imports(path: Path) -> set[str]:
+    """Every arecall module an import anywhere in the file (function-level too) can load."""
+    found: set[str] = set()
+    package = ".".join(path.relative_to(SRC).with_suffix("").parts)
+    if path.name == "__init__.py":
+        package = package.removesuffix(".__init__")
+    else:
+        package = package.rpartition(".")[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    loads_here = _calls_load(tree)
+    for node in _runtime_nodes(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("arecall"))
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, *([base] if base else [])])
+            if base.startswith("arecall"):
+                found.add(base)
+                init = _module_file(base)
+                lazy = _lazy_names(init) if init is not None else {}
+                found.update(lazy.get(a.name, f"{base}.{a.name}") for a in node.names)
+                if init is not None:  # a registry's components, where this module loads them
+                    factories, registries, loaders = _registry(init)
+                    names = {a.name for a in node.names}
+                    if names & loaders or (loads_here and names & registries):
+                        found.update(factories)
+    return found
+
+
+def stage_modules(entry: str) -> set[Path]:
+    """The files of ``entry`` and of every arecall module it imports, with parent packages."""
+    seen: set[Path] = set()
+    todo = [entry]
+    while todo:
+        name = todo.pop()
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__ and a/b/__init__
+            path = _module_file(".".join(parts[:i]))
+            if path is not None and path not in seen:
+                seen.add(path)
+                todo.extend(_imports(path))
+    return seen

@@ -25,7 +25,6 @@ from mlflow.tracking import MlflowClient
 
 from tests._cluster import LOOPBACK, dask_cluster
 from tests.helpers import FAST_PROOF, ROOT, VENV_BIN, write_seed_dir
-from tests.tracking.test_sweeps_mlflow_server import mlflow_server  # noqa: F401 (the fixture)
 
 
 def _arecall(
@@ -75,7 +74,7 @@ def _slow_two_point_sweep(address: str, where: Path) -> subprocess.Popen:
 @pytest.mark.long
 def test_a_four_point_sweep_runs_on_two_dask_workers_and_lands_nested_in_the_server(
     tmp_path,
-    mlflow_server,  # noqa: F811 (the imported fixture)
+    mlflow_server,
 ):
     decoy = tmp_path / "worker-own-store.db"  # the workers' own MLFLOW_TRACKING_URI: never used
     with dask_cluster(

@@ -13,8 +13,7 @@ from arecall.data.sources import SOURCES
 from arecall.pipeline.config import CONF_DIR, DVC_CONFIG, checked, default_config, load_params
 from arecall.retrievers import RETRIEVERS
 
-from tests.helpers import ROOT
-from tests.pipeline.test_typed_config import REQUIRED
+from tests.helpers import REQUIRED, ROOT
 
 
 def test_params_yaml_is_the_composition_of_the_dvc_config():

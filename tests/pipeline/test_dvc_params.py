@@ -24,8 +24,7 @@ from arecall.pipeline.config import CONF_DIR, default_config
 from arecall.pipeline.layout import Layout
 from arecall.pipeline.schema import COMPOSED, GROUPS, SECTIONS, ExperimentConfig
 
-from tests.helpers import ROOT
-from tests.pipeline.test_typed_config import REQUIRED
+from tests.helpers import REQUIRED, ROOT
 
 DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
 

@@ -25,8 +25,14 @@ from arecall.tracking.provenance import config_hash
 
 from tests import _rest as rest
 from tests._holding import holding_env, release
-from tests.helpers import FAST_PROOF, dvc, git, snapshot_repo
-from tests.tracking.test_sweeps_mlflow_server import _start_server, _stop_server
+from tests.helpers import (
+    FAST_PROOF,
+    dvc,
+    git,
+    snapshot_repo,
+    start_mlflow_server,
+    stop_mlflow_server,
+)
 
 #: dvc, asserting it succeeded
 dvc_ok = partial(dvc, check=True)
@@ -85,14 +91,14 @@ def test_every_dvc_entry_point_is_in_mlflow_under_its_name_and_says_how_it_ran(
     _no_store_but_the_repositorys(repo)
     assert git(repo, "status", "--porcelain", "--untracked-files=no") != ""  # ws-random applied
 
-    url, server = _start_server(
+    url, server = start_mlflow_server(
         tmp_path_factory.mktemp("server"), mlflow_template, repo / "mlflow.db"
     )
     try:
         kind = rest.tags_of(rest.experiment(url))["mlflow.experimentKind"]
         runs = rest.runs(url)
     finally:
-        _stop_server(server)
+        stop_mlflow_server(server)
     assert kind == "custom_model_development"
     pipeline = {
         rest.tags_of(r)["mlflow.runName"]: r

@@ -18,7 +18,7 @@ from arecall.core.errors import ArecallError
 from arecall.pipeline.config import CONF_DIR, default_config, load_params
 from arecall.pipeline.schema import GROUPS
 
-from tests.helpers import ROOT
+from tests.helpers import REQUIRED, ROOT
 
 # (overrides, dotted key, what the message says)
 BAD = [
@@ -111,13 +111,6 @@ def test_an_unknown_section_and_a_bad_option_name_are_refused(tmp_path):
 
 
 # paths the options that read files require
-REQUIRED = {
-    ("corpus", "seed_json"): ["corpus.path=/some/dir"],
-    ("corpus", "beir"): ["corpus.path=/some/dir"],
-    ("profiles", "acl_file"): ["profiles.path=/some/acl.tsv"],
-    ("retriever", "embeddings"): ["retriever.documents=d.npy", "retriever.queries=q.npy"],
-    ("retriever", "model2vec"): ["retriever.model=/some/model"],
-}
 
 
 def _options() -> list[tuple[str, str]]:

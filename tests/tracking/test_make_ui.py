@@ -22,8 +22,7 @@ import psutil
 import pytest
 
 from tests._docs import link_venv, shell_env, wait_http
-from tests.helpers import ROOT
-from tests.tracking.test_sweeps_mlflow_server import _free_port
+from tests.helpers import ROOT, free_port
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
 
@@ -51,7 +50,7 @@ def test_make_ui_stops_every_process_it_started(tmp_path: Path, sig: signal.Sign
     inject = tmp_path / "inject"
     inject.mkdir()
     (inject / "sitecustomize.py").write_text(_STUBBORN)
-    port = _free_port()
+    port = free_port()
     make = subprocess.Popen(
         ["make", "ui", f"PORT={port}"],
         cwd=work,

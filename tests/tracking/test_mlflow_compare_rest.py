@@ -17,7 +17,6 @@ import pytest
 
 from tests._rest import get, post
 from tests.helpers import FAST_PROOF
-from tests.tracking.test_sweeps_mlflow_server import mlflow_server  # noqa: F401 (the fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.long]
 
@@ -49,7 +48,7 @@ def test_two_runs_show_the_same_headline_metrics_side_by_side_through_the_rest_a
     tmp_path,
     monkeypatch,
     arecall,
-    mlflow_server,  # noqa: F811
+    mlflow_server,
 ):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server)
     choices = ("corpus", "random")  # two authorization profiles: different headlines

@@ -23,7 +23,6 @@ from tests import _rest as rest
 from tests._holding import holding_env, release
 from tests.compare.test_compare import check_against_headlines, parse_table
 from tests.helpers import FAST_PROOF, VENV_BIN
-from tests.tracking.test_sweeps_mlflow_server import mlflow_server  # noqa: F401 (the fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.long]
 
@@ -70,7 +69,7 @@ def _by_kind(url: str) -> dict[str, list[dict]]:
 
 def test_a_run_opens_on_the_runs_table_and_says_what_it_measured_and_how_long_it_took(
     tmp_path,
-    mlflow_server,  # noqa: F811
+    mlflow_server,
 ):
     url = mlflow_server
     # an experiment made before arecall set its kind: the run updates it
@@ -176,7 +175,7 @@ def test_a_run_opens_on_the_runs_table_and_says_what_it_measured_and_how_long_it
 
 def test_a_sweep_prints_every_run_id_each_table_once_and_its_parent_holds_the_comparison(
     tmp_path,
-    mlflow_server,  # noqa: F811
+    mlflow_server,
 ):
     url = mlflow_server
     sweep = tmp_path / "sweep"
@@ -212,7 +211,7 @@ def test_a_sweep_prints_every_run_id_each_table_once_and_its_parent_holds_the_co
     assert {r["profiles"] for r in parse_table(text)} == {"corpus", "random"}
 
 
-def test_evaluate_mlflow_logs_a_run_like_the_pipelines(tmp_path, mlflow_server):  # noqa: F811
+def test_evaluate_mlflow_logs_a_run_like_the_pipelines(tmp_path, mlflow_server):
     url = mlflow_server
     files = tmp_path / "in"
     files.mkdir()

@@ -8,98 +8,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import signal
-import socket
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
 from tests._holding import holding_env, release
-from tests.helpers import FAST_PROOF, VENV_BIN
+from tests.helpers import FAST_PROOF, VENV_BIN, start_mlflow_server, stop_mlflow_server
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start_server(
-    tmp_path: Path, template: Path, store: Path | None = None
-) -> tuple[str, subprocess.Popen]:
-    """A server on a copy of ``template`` (a migrated empty store), or on ``store`` itself."""
-    port = _free_port()
-    db = store if store is not None else tmp_path / "server.db"
-    if store is None:
-        shutil.copyfile(template, db)  # migrated already: starts sooner
-    # no background job runner: the test only logs and reads runs, and it starts seconds sooner
-    env = {
-        **os.environ,
-        "MLFLOW_DISABLE_TELEMETRY": "true",
-        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
-    }
-    env.pop("MLFLOW_TRACKING_URI", None)
-    with (tmp_path / "server.log").open("w") as log:
-        proc = subprocess.Popen(
-            [
-                str(VENV_BIN / "mlflow"),
-                "server",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--backend-store-uri",
-                f"sqlite:///{db}",
-                "--artifacts-destination",
-                str(tmp_path / "artifacts"),
-                "--workers",
-                "1",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
-                if r.status == 200:
-                    return url, proc
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            _stop_server(proc)
-            pytest.fail("mlflow server did not start:\n" + (tmp_path / "server.log").read_text())
-        time.sleep(0.5)
-
-
-def _stop_server(proc: subprocess.Popen) -> None:
-    if proc.poll() is not None:
-        return
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=3)  # the test is over: no need to wait out a graceful shutdown
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-
-
-@pytest.fixture
-def mlflow_server(tmp_path: Path, mlflow_template: Path):
-    url, proc = _start_server(tmp_path, mlflow_template)
-    try:
-        yield url
-    finally:
-        _stop_server(proc)
 
 
 @pytest.mark.long
@@ -148,7 +67,7 @@ def test_a_parallel_two_point_sweep_lands_in_the_server_as_nested_runs(
 def test_a_server_stopped_mid_run_ends_the_run_in_one_line_naming_the_results(
     tmp_path, mlflow_template
 ):
-    url, server = _start_server(tmp_path, mlflow_template)
+    url, server = start_mlflow_server(tmp_path, mlflow_template)
     out = tmp_path / "out"
     env = {**os.environ, "MLFLOW_TRACKING_URI": url, "MLFLOW_DISABLE_TELEMETRY": "true"}
     # the run holds before proof.json until the server is gone: the outage lands mid-run,
@@ -174,7 +93,7 @@ def test_a_server_stopped_mid_run_ends_the_run_in_one_line_naming_the_results(
             time.sleep(0.3)
         assert runs[0].info.status == "RUNNING"
     finally:
-        _stop_server(server)
+        stop_mlflow_server(server)
         release(tmp_path)
     stopped = time.monotonic()
     _, err = proc.communicate(timeout=300)

@@ -7,7 +7,7 @@ would depend on pipeline internals and a change there would rerun the DVC ``trac
 
 from __future__ import annotations
 
-from tests.pipeline.test_dvc_stage_deps import SRC, stage_modules
+from tests.helpers import SRC, stage_modules
 
 TRACKING = SRC / "arecall" / "tracking"
 
