@@ -20,12 +20,18 @@ import time
 import urllib.request
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from arecall.pipeline.config import default_config
 from arecall.pipeline.schema import ExperimentConfig
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from arecall.vector.generator import BenchData
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -439,3 +445,91 @@ def stage_modules(entry: str) -> set[Path]:
                 seen.add(path)
                 todo.extend(_imports(path))
     return seen
+
+
+# -- the clustered vector corpus the store audits share (Chroma, Milvus) ------------------------
+
+N_DOCS, DIMS, N_CLUSTERS, N_QUERIES, K = 1200, 32, 40, 30, 10
+AUTHORIZED = range(12)  # 30% of the clusters
+WITHOUT_AUTO = ["post", "pushdown", "pre"]
+
+
+def clustered(seed: int = 0) -> tuple[BenchData, npt.NDArray[np.int64]]:
+    """Clustered corpus; ``draws`` put whole clusters under each threshold (a correlated ACL).
+
+    Cluster c's documents all draw (c + 0.5) / N_CLUSTERS, so ``Below("draw", 0.3)`` is
+    ``InSet("group", range(12))``; queries come from clusters 20..39, never authorized at 30%.
+    """
+    import numpy as np
+
+    from arecall.vector.generator import BenchData, l2_normalise
+
+    rng = np.random.default_rng(seed)
+    centers = l2_normalise(rng.normal(size=(N_CLUSTERS, DIMS)))
+    group = rng.integers(0, N_CLUSTERS, N_DOCS)
+    spread = 0.6 / np.sqrt(DIMS)
+    vectors = l2_normalise(centers[group] + spread * rng.normal(size=(N_DOCS, DIMS)))
+    home = rng.integers(N_CLUSTERS // 2, N_CLUSTERS, N_QUERIES)
+    queries = l2_normalise(centers[home] + spread * rng.normal(size=(N_QUERIES, DIMS)))
+    draws = (group + 0.5) / N_CLUSTERS
+    return BenchData(vectors=vectors, queries=queries, draws=draws, seed=seed), group
+
+
+def rows_by_mode(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A measurement's rows by placement (``mode``)."""
+    return {row["mode"]: row for row in rows}
+
+
+# -- the comparison table (arecall compare) ---------------------------------------------------------
+
+
+def parse_table(text: str, *, bold: bool = False) -> list[dict[str, str]]:
+    """The rows of the comparison's Markdown table by header (bold marks removed unless
+    ``bold``)."""
+    lines = [line for line in text.splitlines() if line.startswith("|")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    return [
+        dict(
+            zip(
+                header,
+                (c.strip() if bold else c.strip().strip("*") for c in line.strip("|").split("|")),
+                strict=True,
+            )
+        )
+        for line in lines[2:]
+    ]
+
+
+def check_against_headlines(text: str, headlines: dict[str, dict]) -> None:
+    """Every row's numbers are its run's headline.json, as printed (3 decimals)."""
+    rows = parse_table(text)
+    assert len(rows) == sum(len(h["k"]) for h in headlines.values())
+    for row in rows:
+        line = headlines[row["run"]]["k"][row["K"]]
+        assert row["Recall"] == f"{line['recall']:.3f}"
+        assert row["ARecall post"] == f"{line['arecall_post']:.3f}"
+        assert row["ARecall pre"] == f"{line['arecall_pre']:.3f}"
+        assert row["gap"] == f"{line['gap']:+.3f}"
+        assert row["gap R_A≠∅ [CI]"] == (
+            f"{line['gap_nonempty']:+.3f} "
+            f"[{line['gap_nonempty_low']:+.3f}, {line['gap_nonempty_high']:+.3f}]"
+        )
+
+
+# -- a model2vec model built here (no download) -------------------------------------------------
+
+
+def tiny_model(directory: Path, seed: int = 0, dims: int = 8) -> Path:
+    """A model2vec model in the library's own format: the test corpus's words plus [UNK] and
+    [PAD], a seeded embedding matrix, a lower-casing whitespace word tokenizer."""
+    import numpy as np
+    from model2vec import StaticModel
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+    vocab = {"[UNK]": 0, "[PAD]": 1, **{w: i + 2 for i, w in enumerate(sorted(set(WORDS)))}}
+    tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.Lowercase()
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    vectors = np.random.default_rng(seed).normal(size=(len(vocab), dims)).astype(np.float32)
+    StaticModel(vectors=vectors, tokenizer=tokenizer, normalize=True).save_pretrained(directory)
+    return directory

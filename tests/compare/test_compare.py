@@ -18,42 +18,9 @@ from mlflow.tracking import MlflowClient
 from arecall.compare.points import Point
 from arecall.compare.render import MAX_COLUMNS, table
 
-from tests.helpers import FAST_PROOF
+from tests.helpers import FAST_PROOF, check_against_headlines, parse_table
 
 pytestmark = pytest.mark.slow
-
-
-def parse_table(text: str, *, bold: bool = False) -> list[dict[str, str]]:
-    """The rows of the comparison's Markdown table by header (bold marks removed unless
-    ``bold``)."""
-    lines = [line for line in text.splitlines() if line.startswith("|")]
-    header = [c.strip() for c in lines[0].strip("|").split("|")]
-    return [
-        dict(
-            zip(
-                header,
-                (c.strip() if bold else c.strip().strip("*") for c in line.strip("|").split("|")),
-                strict=True,
-            )
-        )
-        for line in lines[2:]
-    ]
-
-
-def check_against_headlines(text: str, headlines: dict[str, dict]) -> None:
-    """Every row's numbers are its run's headline.json, as printed (3 decimals)."""
-    rows = parse_table(text)
-    assert len(rows) == sum(len(h["k"]) for h in headlines.values())
-    for row in rows:
-        line = headlines[row["run"]]["k"][row["K"]]
-        assert row["Recall"] == f"{line['recall']:.3f}"
-        assert row["ARecall post"] == f"{line['arecall_post']:.3f}"
-        assert row["ARecall pre"] == f"{line['arecall_pre']:.3f}"
-        assert row["gap"] == f"{line['gap']:+.3f}"
-        assert row["gap R_A≠∅ [CI]"] == (
-            f"{line['gap_nonempty']:+.3f} "
-            f"[{line['gap_nonempty_low']:+.3f}, {line['gap_nonempty_high']:+.3f}]"
-        )
 
 
 @pytest.fixture(scope="module")

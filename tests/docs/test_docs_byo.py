@@ -17,8 +17,7 @@ import pytest
 from arecall.io.vectors import read_vectors
 
 from tests._docs import documented, link_venv, sh, shell_env
-from tests.helpers import ROOT, write_seed_dir
-from tests.retrievers.test_retriever_model2vec import tiny_model
+from tests.helpers import ROOT, tiny_model, write_seed_dir
 
 GUIDE = ROOT / "docs" / "guides" / "bring-your-own.md"
 

@@ -16,22 +16,7 @@ from arecall.io.vectors import read_vectors
 from arecall.retrievers import fit_on, make_retriever, query_inputs
 from arecall.retrievers.model2vec import Model2Vec, load_model
 
-from tests.helpers import WORDS, write_seed_dir
-
-
-def tiny_model(directory: Path, seed: int = 0, dims: int = 8) -> Path:
-    """A model2vec model in the library's own format: the test corpus's words plus [UNK] and
-    [PAD], a seeded embedding matrix, a lower-casing whitespace word tokenizer."""
-    from model2vec import StaticModel
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
-
-    vocab = {"[UNK]": 0, "[PAD]": 1, **{w: i + 2 for i, w in enumerate(sorted(set(WORDS)))}}
-    tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-    tokenizer.normalizer = normalizers.Lowercase()
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    vectors = np.random.default_rng(seed).normal(size=(len(vocab), dims)).astype(np.float32)
-    StaticModel(vectors=vectors, tokenizer=tokenizer, normalize=True).save_pretrained(directory)
-    return directory
+from tests.helpers import WORDS, tiny_model, write_seed_dir
 
 
 def corpus(

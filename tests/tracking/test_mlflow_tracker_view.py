@@ -21,8 +21,7 @@ import pytest
 
 from tests import _rest as rest
 from tests._holding import holding_env, release
-from tests.compare.test_compare import check_against_headlines, parse_table
-from tests.helpers import FAST_PROOF, VENV_BIN
+from tests.helpers import FAST_PROOF, VENV_BIN, check_against_headlines, parse_table
 
 pytestmark = [pytest.mark.slow, pytest.mark.long]
 

@@ -27,28 +27,14 @@ from arecall.vector.measurement import audit, experiment, measure_store
 from arecall.vector.schema import IndexConfig
 from arecall.vector.stores import Below, ChromaStore, InSet, store_from_config
 
-from tests.helpers import with_vector_search
-
-N_DOCS, DIMS, N_CLUSTERS, N_QUERIES, K = 1200, 32, 40, 30, 10
-AUTHORIZED = range(12)  # 30% of the clusters
-WITHOUT_AUTO = ["post", "pushdown", "pre"]
-
-
-def clustered(seed: int = 0) -> tuple[BenchData, npt.NDArray[np.int64]]:
-    """Clustered corpus; ``draws`` put whole clusters under each threshold (a correlated ACL).
-
-    Cluster c's documents all draw (c + 0.5) / N_CLUSTERS, so ``Below("draw", 0.3)`` is
-    ``InSet("group", range(12))``; queries come from clusters 20..39, never authorized at 30%.
-    """
-    rng = np.random.default_rng(seed)
-    centers = l2_normalise(rng.normal(size=(N_CLUSTERS, DIMS)))
-    group = rng.integers(0, N_CLUSTERS, N_DOCS)
-    spread = 0.6 / np.sqrt(DIMS)
-    vectors = l2_normalise(centers[group] + spread * rng.normal(size=(N_DOCS, DIMS)))
-    home = rng.integers(N_CLUSTERS // 2, N_CLUSTERS, N_QUERIES)
-    queries = l2_normalise(centers[home] + spread * rng.normal(size=(N_QUERIES, DIMS)))
-    draws = (group + 0.5) / N_CLUSTERS
-    return BenchData(vectors=vectors, queries=queries, draws=draws, seed=seed), group
+from tests.helpers import (
+    AUTHORIZED,
+    WITHOUT_AUTO,
+    K,
+    clustered,
+    rows_by_mode,
+    with_vector_search,
+)
 
 
 @pytest.fixture(scope="module")
@@ -118,10 +104,6 @@ def test_chroma_scores_are_dot_products_of_authorized_documents(
             np.testing.assert_allclose(scores[real], data.vectors[row[real]] @ q, atol=1e-5)
             assert np.isin(group[row[real]], AUTHORIZED).all()
             assert (np.diff(scores[real]) <= 1e-6).all()  # best first
-
-
-def rows_by_mode(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {row["mode"]: row for row in rows}
 
 
 def test_under_a_correlated_acl_chroma_prefilter_returns_k_post_returns_nothing(

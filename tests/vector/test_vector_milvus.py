@@ -26,8 +26,7 @@ from arecall.vector.measurement import audit, measure_store
 from arecall.vector.schema import IndexConfig
 from arecall.vector.stores import Below, InSet, MilvusStore, store_from_config
 
-from tests.helpers import with_vector_search
-from tests.vector.test_vector_chroma import AUTHORIZED, WITHOUT_AUTO, K, clustered, rows_by_mode
+from tests.helpers import AUTHORIZED, WITHOUT_AUTO, K, clustered, rows_by_mode, with_vector_search
 
 
 @pytest.fixture(scope="module")
