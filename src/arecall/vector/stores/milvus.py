@@ -100,9 +100,14 @@ class MilvusStore(HnswStore):
 
     Parameters
     ----------
-    **hnsw
-        `~arecall.vector.stores.base.HnswStore`'s ``m``, ``ef_construction``, ``ef_search``
-        (Milvus's ``M``, ``efConstruction``, ``ef``) and ``metric`` (``IP`` or ``L2``).
+    m : int
+        Milvus's ``M`` (checked by `~arecall.vector.stores.base.HnswStore`, as the others).
+    ef_construction : int
+        Milvus's ``efConstruction``.
+    ef_search : int
+        Milvus's search ``ef``.
+    metric : str
+        ``ip`` (Milvus's ``IP``) or ``l2`` (``L2``).
 
     Examples
     --------
