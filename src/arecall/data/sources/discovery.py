@@ -9,11 +9,11 @@ reader as ``corpus=seed_json``, so there is one path from records to a collectio
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:  # the records alone (the corpus's sizes, for a config check) load no scipy
     from arecall.data.collection import Collection
+    from arecall.data.sources.schema import DiscoveryConfig
 
 __all__ = ["discovery_collection", "discovery_records"]
 
@@ -192,7 +192,7 @@ def discovery_records() -> tuple[list[dict[str, Any]], list[dict[str, Any]], dic
     return datasets, queries, profiles
 
 
-def discovery_collection(cfg: Mapping[str, Any] | None = None) -> Collection:
+def discovery_collection(cfg: DiscoveryConfig | None = None) -> Collection:
     """The discovery corpus as a `Collection` (``cfg``, the ``corpus`` section, sets nothing).
 
     Examples
