@@ -188,7 +188,8 @@ def pipeline_run(
     Examples
     --------
     >>> from arecall.pipeline.config import default_config
-    >>> run = pipeline_run(default_config(), root="/repo", entry="dvc repro", command="dvc repro")
+    >>> params = default_config().params()  # the checked config's plain values
+    >>> run = pipeline_run(params, root="/repo", entry="dvc repro", command="dvc repro")
     >>> run.tags["mlflow.source.name"], run.params["retriever.name"], run.on_error
     ('dvc repro', 'tfidf', 'fail')
     >>> any(key.startswith("vector_search.") for key in run.params)
@@ -417,7 +418,7 @@ def log_run(
     >>> cfg = default_config(["evaluation.proof.max_examples=5"])
     >>> _ = run_all(cfg, Layout.run(where))
     >>> os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{where}/mlflow.db"
-    >>> run_id = log_run(cfg, Layout.run(where).report_files())
+    >>> run_id = log_run(cfg.params(), Layout.run(where).report_files())
     >>> del os.environ["MLFLOW_TRACKING_URI"]
     >>> len(run_id)
     32
