@@ -333,7 +333,7 @@ def rank_queries(
     *,
     n_queries: int,
     depth: int | None = None,
-    acl: sp.spmatrix | None = None,
+    acl: sp.spmatrix | np.ndarray | None = None,
     k_max: int = 1,
     relevance: sp.spmatrix | None = None,
     every_entry: bool = False,
@@ -449,8 +449,11 @@ def join_rankings(parts: Sequence[Ranking]) -> Ranking:
     )
 
 
-def _dense_acl(acl: sp.spmatrix) -> np.ndarray:
-    """The ACL as a dense principals × documents bool array (row p: one contiguous gather)."""
+def _dense_acl(acl: sp.spmatrix | np.ndarray) -> np.ndarray:
+    """The ACL as a dense principals × documents bool array (row p: one contiguous gather);
+    one already dense is used as it is."""
+    if isinstance(acl, np.ndarray) and acl.dtype == bool and acl.flags.c_contiguous:
+        return acl
     return np.ascontiguousarray(np.asarray(sp.csr_matrix(acl).toarray(), dtype=bool))
 
 
