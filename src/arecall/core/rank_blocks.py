@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from tqdm import tqdm
 
 from arecall.core.engine import Engine, blocks_of
 from arecall.core.errors import ArecallError
@@ -177,7 +178,12 @@ def _block_name(start: int) -> str:
 
 
 def _score_chunks(retriever: Any, inputs: Sequence[str], chunk: int) -> Iterator[sp.spmatrix]:
-    for a in range(0, len(inputs), chunk):
+    """The retriever's scores, chunk by chunk; a bar past one chunk, on a terminal only (tqdm's
+    ``disable=None``: none into a redirected stderr, a worker's log included)."""
+    bar = len(inputs) > chunk
+    for a in tqdm(
+        range(0, len(inputs), chunk), desc="rank", unit="chunk", disable=None if bar else True
+    ):
         yield retriever.score(inputs[a : a + chunk])
 
 

@@ -443,9 +443,7 @@ def join_rankings(parts: Sequence[Ranking]) -> Ranking:
             for f in RANKING_FIELDS
             if f != "indptr"
         },
-        sizes={
-            key: sum(int(p.sizes.get(key, 0)) for p in parts) for key in (*_SIZES, "queries")
-        },
+        sizes={key: sum(int(p.sizes.get(key, 0)) for p in parts) for key in (*_SIZES, "queries")},
     )
 
 

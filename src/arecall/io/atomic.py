@@ -352,9 +352,7 @@ def write_npz(path: str | os.PathLike[str], arrays: dict[str, np.ndarray]) -> No
     back with ``numpy.load(path, allow_pickle=False)``.
     """
     held = {name: np.ascontiguousarray(a) for name, a in arrays.items()}
-    write_npz_pieces(
-        path, {name: (a.dtype, a.shape, lambda a=a: [a]) for name, a in held.items()}
-    )
+    write_npz_pieces(path, {name: (a.dtype, a.shape, lambda a=a: [a]) for name, a in held.items()})
 
 
 #: One member of `write_npz_pieces`: its dtype, shape, and a callable giving its pieces.
