@@ -143,7 +143,7 @@ def test_document_shards_and_query_blocks_write_the_unsharded_bytes_ties_include
     assert (where / "blocked.npz").read_bytes() == want
     whole = Ranking.load(where / "whole.npz")
     assert sizes["queries"] == whole.n_queries
-    assert not any(p.name.startswith(".blocked") for p in where.iterdir())  # no temp left
+    assert sorted(p.name for p in where.iterdir()) == ["blocked.npz", "whole.npz"]  # no temp
 
 
 def test_a_query_the_merged_prefix_cannot_settle_is_ranked_again_from_whole_rows(
@@ -180,6 +180,30 @@ def test_a_query_the_merged_prefix_cannot_settle_is_ranked_again_from_whole_rows
     )
     assert (tmp_path / "b.npz").read_bytes() == want
     assert True in passes  # the whole-row pass ran
+
+
+def test_a_failing_block_leaves_no_block_file_and_a_killed_runs_are_removed_next_time(
+    tmp_path: Path,
+) -> None:
+    class Failing(Matrix):
+        def score(self, rows: list[str]) -> sp.csr_matrix:
+            if "4" in rows:
+                raise RuntimeError("scoring failed")
+            return super().score(rows)
+
+    stale = tmp_path / ".ranking.npz.999999999.deadbeef.tmp"  # a kill -9'd run's blocks
+    stale.mkdir()
+    (stale / "block-000000000000.npz").write_bytes(b"partial")
+    with pytest.raises(RuntimeError, match="scoring failed"):
+        rank_by_block(
+            Failing(sp.csr_matrix(np.ones((6, 3)))),
+            [str(i) for i in range(6)],
+            tmp_path / "ranking.npz",
+            settings=RankSettings(n_docs=3, depth=None, k_max=1),
+            engine=LocalEngine(),
+            block_queries=2,
+        )
+    assert list(tmp_path.iterdir()) == []  # neither the stale blocks, nor this run's, nor a ranking
 
 
 def test_the_automatic_block_is_sized_from_score_cells() -> None:
@@ -347,7 +371,8 @@ def test_rank_on_the_cluster_writes_the_local_bytes(
     )
     sharded = [*dask, "evaluation.engine.block_queries=6", "evaluation.engine.doc_shards=3"]
     assert _stage(corpus_layout, tmp_path / "dask-shards", sharded) == local
-    assert not [p for p in (tmp_path / "dask").rglob(".*blocks-*")]  # the block files are gone
+    left = sorted(p.name for p in Layout.run(tmp_path / "dask").ranking.parent.iterdir())
+    assert left == ["rank.json", "ranking.npz"]  # the block files are gone
 
 
 def test_the_dask_engine_runs_one_task_per_query_block(cluster: Any, tmp_path: Path) -> None:

@@ -19,15 +19,14 @@ is deeper than some shard's cut) is ranked again from every shard's whole row: s
 exact for every query, ties included, whatever the shards. The merged entries go through the
 same `_rank_block` as the unsharded ranking, with the full ranking's length.
 
-Per-block files live in a temporary directory beside the ranking file, removed afterwards
-(whatever happened); on a Dask cluster the workers write there, so they must see that directory
-(a cluster on one machine, or a shared file system).
+Per-block files live in a temporary directory beside the ranking file
+(`arecall.io.atomic.temporary_directory`: removed afterwards whatever happened, on SIGTERM, and
+after a kill -9 by the next run); on a Dask cluster the workers write there, so they must see
+that directory (a cluster on one machine, or a shared file system).
 """
 
 from __future__ import annotations
 
-import shutil
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +50,7 @@ from arecall.core.ranking import (
     _sorted_block,
     rank_queries,
 )
-from arecall.io.atomic import write_npz, write_npz_pieces
+from arecall.io.atomic import temporary_directory, write_npz, write_npz_pieces
 
 __all__ = ["RankSettings", "auto_block", "rank_by_block"]
 
@@ -148,9 +147,7 @@ def rank_by_block(
         if relevance is None
         else sp.csr_matrix(relevance).sorted_indices()
     )
-    where = out.parent / f".{out.name}.blocks-{uuid.uuid4().hex[:12]}"
-    where.mkdir(parents=True)
-    try:
+    with temporary_directory(out) as where:
         spans = engine.spans(n_queries, block)
         common = {"settings": settings, "where": str(where), "allowed": allowed}
         if doc_shards <= 1:
@@ -168,9 +165,7 @@ def rank_by_block(
                 retriever, inputs, rel, (spans, block), engine, common, doc_shards, shard_of
             )
         _join_files([where / _block_name(s) for s, _ in spans], n_queries, out)
-        return {k: sum(r[k] for r in results) for k in results[0]} if results else {}
-    finally:
-        shutil.rmtree(where, ignore_errors=True)
+    return {k: sum(r[k] for r in results) for k in results[0]} if results else {}
 
 
 def _block_name(start: int) -> str:

@@ -60,6 +60,7 @@ __all__ = [
     "atomic_path",
     "current_umask",
     "remove_stale",
+    "temporary_directory",
     "write_json",
     "write_npz",
     "write_npz_pieces",
@@ -127,9 +128,17 @@ def _remove_live() -> None:
     mine = f".{os.getpid()}."
     for name in list(_LIVE):
         if mine in os.path.basename(name):
-            with suppress(OSError):
-                os.unlink(name)
+            _remove(name)
     _LIVE.clear()
+
+
+def _remove(name: str) -> None:
+    """Remove a temporary file, or a temporary directory with what it holds."""
+    if os.path.isdir(name) and not os.path.islink(name):
+        shutil.rmtree(name, ignore_errors=True)
+        return
+    with suppress(OSError):
+        os.unlink(name)
 
 
 def _on_fatal_signal(signum: int, frame: FrameType | None) -> None:
@@ -200,7 +209,10 @@ def remove_stale(path: str | os.PathLike[str]) -> list[Path]:
                 else now - entry.stat(follow_symlinks=False).st_mtime > LEGACY_AGE
             )
             if stale:
-                os.unlink(entry.path)
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
                 removed.append(Path(entry.path))
         except (OSError, OverflowError):
             continue  # gone already, or not ours to remove
@@ -270,6 +282,41 @@ def _temporary(directory: Path | None, target: Path) -> Iterator[Path]:
     finally:
         with suppress(FileNotFoundError):
             tmp.unlink()
+        _LIVE.discard(name)
+
+
+@contextmanager
+def temporary_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """A live temporary directory beside ``path`` for the pieces of its write, removed with all
+    it holds when the block ends — or, like a temporary file, on SIGTERM/SIGHUP, and after a
+    kill -9 by the next write to ``path`` (`remove_stale`: it is named as the files are).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> target = Path(tempfile.mkdtemp()) / "ranking.npz"
+    >>> with temporary_directory(target) as d:
+    ...     _ = (d / "part.npz").write_bytes(b"x")
+    ...     d.name.startswith(".ranking.npz.")
+    True
+    >>> d.exists()
+    False
+    """
+    target = Path(path)
+    _guard_signals()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale(target)
+        name = tempfile.mkdtemp(
+            prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=target.parent
+        )
+    except OSError as exc:
+        raise _cannot_write(target, exc) from None
+    _LIVE.add(name)
+    try:
+        yield Path(name)
+    finally:
+        _remove(name)
         _LIVE.discard(name)
 
 
@@ -352,7 +399,12 @@ def write_npz(path: str | os.PathLike[str], arrays: dict[str, np.ndarray]) -> No
     back with ``numpy.load(path, allow_pickle=False)``.
     """
     held = {name: np.ascontiguousarray(a) for name, a in arrays.items()}
-    write_npz_pieces(path, {name: (a.dtype, a.shape, lambda a=a: [a]) for name, a in held.items()})
+    write_npz_pieces(path, {name: (a.dtype, a.shape, _whole(a)) for name, a in held.items()})
+
+
+def _whole(array: np.ndarray) -> Callable[[], Iterable[np.ndarray]]:
+    """``array`` as the one piece of a `write_npz_pieces` member."""
+    return lambda: [array]
 
 
 #: One member of `write_npz_pieces`: its dtype, shape, and a callable giving its pieces.
