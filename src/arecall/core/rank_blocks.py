@@ -138,7 +138,7 @@ def rank_by_block(
     dict
         `Ranking.sizes` summed over the blocks.
     """
-    out = Path(out)
+    out = Path(out).absolute()  # workers write beside it: not relative to their own cwd
     n_queries = len(inputs)
     block = block_queries or auto_block(settings.n_docs, settings.chunk)
     allowed = None if acl is None or settings.depth is None else _dense_acl(acl)
