@@ -71,7 +71,12 @@ def _reference(scores, *, depth, acl, k_max, rel, every_entry, path: Path) -> by
         every_entry=every_entry,
     )
     whole.save(path)
+    SIZES[path] = dict(whole.sizes)
     return path.read_bytes()
+
+
+#: The reference rankings' sizes, by file (what rank.json reports is computed from them).
+SIZES: dict[Path, dict[str, int]] = {}
 
 
 @st.composite
@@ -142,7 +147,11 @@ def test_document_shards_and_query_blocks_write_the_unsharded_bytes_ties_include
     )
     assert (where / "blocked.npz").read_bytes() == want
     whole = Ranking.load(where / "whole.npz")
-    assert sizes["queries"] == whole.n_queries
+    assert {k: sizes[k] for k in SIZES[where / "whole.npz"]} == SIZES[where / "whole.npz"]
+    assert (sizes["stored_ranked"], sizes["stored_tails"]) == (
+        len(whole.doc_index),
+        len(whole.tail_doc),
+    )
     assert sorted(p.name for p in where.iterdir()) == ["blocked.npz", "whole.npz"]  # no temp
 
 

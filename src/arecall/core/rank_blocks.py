@@ -136,7 +136,8 @@ def rank_by_block(
     Returns
     -------
     dict
-        `Ranking.sizes` summed over the blocks.
+        `Ranking.sizes` summed over the blocks, and the entries the file stores:
+        ``stored_ranked`` (ranked) and ``stored_tails`` (tails).
     """
     out = Path(out).absolute()  # workers write beside it: not relative to their own cwd
     n_queries = len(inputs)
@@ -164,8 +165,13 @@ def rank_by_block(
             results = _rank_sharded(
                 retriever, inputs, rel, (spans, block), engine, common, doc_shards, shard_of
             )
-        _join_files([where / _block_name(s) for s, _ in spans], n_queries, out)
-    return {k: sum(r[k] for r in results) for k in results[0]} if results else {}
+        lengths = _join_files([where / _block_name(s) for s, _ in spans], n_queries, out)
+    sizes = {k: sum(r[k] for r in results) for k in results[0]} if results else {"queries": 0}
+    return {
+        **sizes,
+        "stored_ranked": lengths["doc_index"],
+        "stored_tails": lengths["tail_doc"],
+    }
 
 
 def _block_name(start: int) -> str:
@@ -208,8 +214,9 @@ def _rank_query_block(
     return dict(ranking.sizes)
 
 
-def _join_files(paths: list[Path], n_queries: int, out: Path) -> None:
-    """The blocks' ranking files joined in order into ``out``, one array at a time."""
+def _join_files(paths: list[Path], n_queries: int, out: Path) -> dict[str, int]:
+    """The blocks' ranking files joined in order into ``out``, one array at a time; returns
+    each array's length."""
     lengths: dict[str, int] = dict.fromkeys(RANKING_FIELDS, 0)
     for path in paths:
         with np.load(path, allow_pickle=False) as z:
@@ -236,6 +243,7 @@ def _join_files(paths: list[Path], n_queries: int, out: Path) -> None:
         return gen
 
     write_npz_pieces(out, {f: (_FIELD_TYPES[f], (lengths[f],), pieces(f)) for f in RANKING_FIELDS})
+    return lengths
 
 
 # -- document shards --------------------------------------------------------------------------

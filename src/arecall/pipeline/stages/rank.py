@@ -8,7 +8,6 @@ head + tails or ranked to the needed depth, whichever has fewer entries; see
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,6 +34,7 @@ __all__ = [
     "rank_engine",
     "representation",
     "representation_line",
+    "representation_of",
 ]
 
 #: rank.json's key for how the ranking is stored (what tracking logs).
@@ -55,8 +55,20 @@ def representation(ranking: Ranking, depth: int | None) -> dict[str, Any]:
     >>> rep["chosen"], rep["entries"], rep["if_head_and_tails"]
     ('ranked to the needed depth', 3, 4)
     """
-    s = ranking.sizes
-    queries = int(s.get("queries", ranking.n_queries))
+    return representation_of(
+        {**ranking.sizes, "queries": ranking.sizes.get("queries", ranking.n_queries)},
+        ranked_entries=len(ranking.doc_index),
+        tail_entries=len(ranking.tail_doc),
+        depth=depth,
+    )
+
+
+def representation_of(
+    s: Mapping[str, int], *, ranked_entries: int, tail_entries: int, depth: int | None
+) -> dict[str, Any]:
+    """`representation` from the ranking's sizes and entry counts, without the ranking itself
+    (the rank stage writes it in blocks and does not hold it)."""
+    queries = int(s["queries"])
     as_tails = int(s.get("queries_as_tails", 0))
     if depth is None:
         chosen = "full ranking"
@@ -69,14 +81,14 @@ def representation(ranking: Ranking, depth: int | None) -> dict[str, Any]:
     return {
         "depth": depth,
         "chosen": chosen,
-        "entries": int(len(ranking.doc_index) + len(ranking.tail_doc)),
-        "ranked_entries": len(ranking.doc_index),
-        "tail_entries": len(ranking.tail_doc),
+        "entries": int(ranked_entries + tail_entries),
+        "ranked_entries": int(ranked_entries),
+        "tail_entries": int(tail_entries),
         "queries": queries,
         "queries_head_and_tails": as_tails,
         "queries_ranked_to_needed_depth": queries - as_tails,
         "if_head_and_tails": int(s.get("head_entries", 0) + s.get("tail_entries", 0)),
-        "if_ranked_to_needed_depth": int(s.get("depth_entries", len(ranking.doc_index))),
+        "if_ranked_to_needed_depth": int(s.get("depth_entries", ranked_entries)),
     }
 
 
@@ -101,8 +113,9 @@ def representation_line(rep: Mapping[str, Any]) -> str:
     )
 
 
-def rank(cfg: Mapping[str, Any], layout: Layout) -> Ranking:
-    """Fit the retriever on the documents and rank every query, as deep as exactness needs.
+def rank(cfg: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
+    """Fit the retriever on the documents and rank every query, as deep as exactness needs;
+    return how the ranking is stored (rank.json's `representation`).
 
     The queries rank in blocks, and the documents in shards if asked, on the engine
     ``evaluation.engine`` names (`arecall.core.rank_blocks`): the ranking file is byte-identical
@@ -140,12 +153,16 @@ def rank(cfg: Mapping[str, Any], layout: Layout) -> Ranking:
             relevance=collection.relevance_matrix(),
             shard_of=document_shard,
         )
-    ranking = dataclasses.replace(Ranking.load(layout.ranking), sizes=sizes)
-    rep = representation(ranking, rcfg["depth"])
+    rep = representation_of(
+        sizes,
+        ranked_entries=sizes["stored_ranked"],
+        tail_entries=sizes["stored_tails"],
+        depth=rcfg["depth"],
+    )
     write_json(layout.rank_info, {REPRESENTATION_KEY: rep})
     if progress_shown():
         print(f"arecall: rank: {representation_line(rep)}", flush=True)
-    return ranking
+    return rep
 
 
 def rank_engine(ecfg: Mapping[str, Any]) -> Engine:
