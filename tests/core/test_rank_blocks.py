@@ -111,7 +111,7 @@ def tied_worlds(draw: Any) -> dict[str, Any]:
     }
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(world=tied_worlds())
 def test_document_shards_and_query_blocks_write_the_unsharded_bytes_ties_included(
     world: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
