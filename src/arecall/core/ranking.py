@@ -27,7 +27,7 @@ of the first relevant document is taken from the full row, so MRR is exact eithe
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,7 +48,6 @@ __all__ = [
     "RANKING_FIELDS",
     "TIE_DECIMALS",
     "Ranking",
-    "join_rankings",
     "rank_queries",
     "rank_scores",
 ]
@@ -364,7 +363,7 @@ def rank_queries(
     first_query : int
         The first row's query number, when the chunks are one block of a larger query set
         (``relevance`` then holds the block's rows): the tails name queries by it, so blocks
-        ranked apart join into the ranking of the whole set (`join_rankings`).
+        ranked apart join into the ranking of the whole set (`arecall.core.rank_blocks`).
 
     Examples
     --------
@@ -417,33 +416,6 @@ def _ranking_of(blocks: list[_Block], n_queries: int, first_query: int = 0) -> R
         tail_doc=_joined([b.tails[2] for b in blocks], np.int32),
         tail_rank=_joined([b.tails[3] for b in blocks], np.int32),
         sizes=sizes,
-    )
-
-
-def join_rankings(parts: Sequence[Ranking]) -> Ranking:
-    """Rankings of consecutive query blocks joined into the ranking of all their queries.
-
-    Each query's entries depend on that query's scores only, so ranking blocks apart and
-    joining them gives the arrays `rank_queries` gives for the whole set, byte for byte.
-
-    Examples
-    --------
-    >>> import scipy.sparse as sp
-    >>> s = sp.csr_matrix([[0.2, 0.0, 0.9], [0.5, 0.5, 0.0], [0.0, 0.1, 0.0]])
-    >>> whole = rank_queries([s], n_queries=3)
-    >>> parts = [rank_queries([s[:1]], n_queries=1),
-    ...          rank_queries([s[1:]], n_queries=2, first_query=1)]
-    >>> all((getattr(join_rankings(parts), f) == getattr(whole, f)).all() for f in RANKING_FIELDS)
-    True
-    """
-    return Ranking(
-        indptr=offsets(_joined([np.diff(p.indptr) for p in parts], np.int64)),
-        **{
-            f: _joined([getattr(p, f) for p in parts], _FIELD_TYPES[f])
-            for f in RANKING_FIELDS
-            if f != "indptr"
-        },
-        sizes={key: sum(int(p.sizes.get(key, 0)) for p in parts) for key in (*_SIZES, "queries")},
     )
 
 
