@@ -68,16 +68,16 @@ def one(args: argparse.Namespace) -> None:
     if args.variant == "one process":
         collection = Collection.load(layout.corpus)
         retriever = fit_on(
-            make_retriever(cfg["retriever"]), collection.documents, collection.queries
+            make_retriever(cfg.retriever), collection.documents, collection.queries
         )
         inputs = query_inputs(retriever, collection.queries)
         chunk = max(
-            1, min(cfg["retriever"]["chunk_queries"], (1 << 26) // len(collection.documents))
+            1, min(cfg.retriever.chunk_queries, (1 << 26) // len(collection.documents))
         )
         ranking = rank_queries(
             (retriever.score(inputs[a : a + chunk]) for a in range(0, len(inputs), chunk)),
             n_queries=len(inputs),
-            depth=cfg["retriever"]["depth"],
+            depth=cfg.retriever.depth,
             acl=collection.acl_matrix(),
             k_max=max(ks_of(cfg)),
             relevance=collection.relevance_matrix(),
@@ -87,7 +87,7 @@ def one(args: argparse.Namespace) -> None:
     else:
         rank(cfg, layout)
         if args.variant == "dask":
-            with DaskEngine(cfg["evaluation"]["engine"]["scheduler"]) as engine:
+            with DaskEngine(cfg.evaluation.engine.scheduler) as engine:
                 workers_rss = engine.client.run(
                     lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
                 )

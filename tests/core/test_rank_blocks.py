@@ -232,14 +232,16 @@ def test_the_automatic_block_is_sized_from_score_cells() -> None:
 def test_block_and_shard_settings_are_checked_in_the_config_one_line(
     override: str, problem: str, arecall: Any, tmp_path: Path
 ) -> None:
-    cfg = default_config(["evaluation.engine.block_queries=500", "evaluation.engine.doc_shards=4"])
+    cfg = default_config(
+        ["evaluation.engine.block_queries=500", "evaluation.engine.doc_shards=4"]
+    ).params()
     assert cfg["evaluation"]["engine"]["block_queries"] == 500
     assert cfg["evaluation"]["engine"]["doc_shards"] == 4
     with pytest.raises(ConfigProblem, match=rf"evaluation\.engine\.{problem}"):
         default_config([override])
     # params.yaml, as DVC reads it: the same check
     key, value = override.split("=")
-    data = default_config([])
+    data = default_config([]).params()
     data["evaluation"]["engine"][key.rsplit(".", 1)[1]] = yaml.safe_load(value)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     with pytest.raises(ArecallError, match=rf"evaluation\.engine\.{problem}"):
@@ -335,12 +337,12 @@ def test_every_retriever_ranks_by_block_and_shard_to_the_one_process_bytes(
     ]
     cfg = default_config(base)
     collection = Collection.load(corpus.corpus)
-    retriever = fit_on(make_retriever(cfg["retriever"]), collection.documents, collection.queries)
+    retriever = fit_on(make_retriever(cfg.retriever), collection.documents, collection.queries)
     inputs = query_inputs(retriever, collection.queries)
     reference = rank_queries(
         [retriever.score(inputs)],
         n_queries=len(inputs),
-        depth=cfg["retriever"]["depth"],
+        depth=cfg.retriever.depth,
         acl=collection.acl_matrix(),
         k_max=max(ks_of(cfg)),
         relevance=collection.relevance_matrix(),

@@ -246,12 +246,13 @@ def test_score_and_prove_on_the_cluster_write_the_local_bytes(cluster, pipeline_
 
     cfg, layout = pipeline_run
     local = _score_and_prove(cfg, layout)
-    sharded = json.loads(json.dumps(cfg))
-    sharded["evaluation"]["engine"] = {
+    plain = cfg.params()
+    plain["evaluation"]["engine"] = {
         "name": "dask",
         "scheduler": cluster.scheduler_address,
         "block_principals": 1,  # one principal per task: many shards
     }
+    sharded = checked(plain)
     with (
         distributed.Client(cluster.scheduler_address) as client,
         distributed.get_task_stream(client) as stream,

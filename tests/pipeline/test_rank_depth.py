@@ -199,7 +199,7 @@ def test_the_rank_stage_writes_and_prints_its_choice(tmp_path, monkeypatch, caps
     assert saved == returned
     whole = rank_queries(  # the one-process ranking, with its sizes
         [
-            fit_on(make_retriever(cfg["retriever"]), c.documents, c.queries).score(
+            fit_on(make_retriever(cfg.retriever), c.documents, c.queries).score(
                 c.queries["text"].tolist()
             )
         ],
