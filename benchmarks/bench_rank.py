@@ -67,13 +67,9 @@ def one(args: argparse.Namespace) -> None:
     workers_rss: dict[str, int] = {}
     if args.variant == "one process":
         collection = Collection.load(layout.corpus)
-        retriever = fit_on(
-            make_retriever(cfg.retriever), collection.documents, collection.queries
-        )
+        retriever = fit_on(make_retriever(cfg.retriever), collection.documents, collection.queries)
         inputs = query_inputs(retriever, collection.queries)
-        chunk = max(
-            1, min(cfg.retriever.chunk_queries, (1 << 26) // len(collection.documents))
-        )
+        chunk = max(1, min(cfg.retriever.chunk_queries, (1 << 26) // len(collection.documents)))
         ranking = rank_queries(
             (retriever.score(inputs[a : a + chunk]) for a in range(0, len(inputs), chunk)),
             n_queries=len(inputs),
