@@ -309,14 +309,17 @@ def test_evaluate_with_an_acl_on_the_cluster_gives_the_local_figures(cluster, tm
         assert outputs["dask", fmt] == outputs["local", fmt]
     summary = json.loads(outputs["local", "json"][0])
     assert summary["pairs"] == 6 * 25 and "significance" in summary["k"]["10"]
-    # and the library call, with an engine object
+    # and the library call, with an engine object: the pairs come back only when asked for,
+    # from the files the workers wrote
+    inputs = (tmp_path / "run.trec", tmp_path / "qrels.txt")
     with DaskEngine(cluster.scheduler_address, block=4) as engine:
-        ev = evaluate(
-            tmp_path / "run.trec", tmp_path / "qrels.txt", acl=tmp_path / "acl.tsv", engine=engine
-        )
-    local = evaluate(tmp_path / "run.trec", tmp_path / "qrels.txt", acl=tmp_path / "acl.tsv")
-    assert ev.summary() == local.summary()
+        ev = evaluate(*inputs, acl=tmp_path / "acl.tsv", engine=engine, keep_pairs=True)
+        tallied = evaluate(*inputs, acl=tmp_path / "acl.tsv", engine=engine)
+    local = evaluate(*inputs, acl=tmp_path / "acl.tsv")
+    assert ev.summary() == local.summary() == tallied.summary()
     assert ev.per_pair.equals(local.per_pair)
+    with pytest.raises(ArecallError, match="keep_pairs=True"):
+        tallied.per_pair  # noqa: B018 - nothing per pair came back to this process
 
 
 def _block_bytes(start: int, stop: int, data: Any) -> int:
@@ -405,15 +408,22 @@ def test_a_map_survives_the_death_of_every_worker_holding_its_shared_data():
     ]
 
 
-def test_a_cluster_that_keeps_losing_the_shared_data_is_one_line_after_two_rescatters():
-    # Rescattering is bounded: a cluster whose workers keep dying is named, not retried forever.
+def test_a_cluster_that_keeps_losing_the_shared_data_is_one_line_after_two_rescatters(capsys):
+    # Rescattering is bounded: a cluster whose workers keep dying is named, not retried forever;
+    # each rerun is told in one line.
     from distributed.client import FutureCancelledError
 
     class Lost:
         status = "cancelled"
 
+        def __init__(self, key: str = "arecall-x") -> None:
+            self.key = key
+
         def release(self) -> None:
             pass
+
+        def result(self) -> Any:
+            raise FutureCancelledError(self.key, reason="lost dependencies")
 
     class Client:
         scatters = 0
@@ -422,17 +432,17 @@ def test_a_cluster_that_keeps_losing_the_shared_data_is_one_line_after_two_resca
             Client.scatters += 1
             return [Lost() for _ in values]
 
-        def submit(self, *args: Any, **kwargs: Any) -> Lost:
-            return Lost()
-
-        def gather(self, tasks: list[Lost]) -> list[Any]:
-            raise FutureCancelledError("arecall-x", reason="lost dependencies")
+        def submit(self, *args: Any, key: str = "", **kwargs: Any) -> Lost:
+            return Lost(key)
 
     engine = object.__new__(DaskEngine)
     LocalEngine.__init__(engine, block=2)
     engine.client, engine.scheduler, engine.shipped = Client(), "tcp://127.0.0.1:8786", []
+    engine._as_completed = lambda futures: iter(futures)  # type: ignore[method-assign]
     with pytest.raises(ArecallError) as err:
         engine.map_blocks(lambda s, e, d, *, v: s, 6, shared={"v": np.zeros(3)})
     assert Client.scatters == 3
     message = str(err.value)
     assert "\n" not in message and "tcp://127.0.0.1:8786 lost the shared data 3 times" in message
+    told = capsys.readouterr().err.splitlines()
+    assert len(told) == 2 and all("lost 3 of 3 blocks" in line for line in told), told

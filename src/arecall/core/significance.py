@@ -460,12 +460,15 @@ def _bca_from_counts(
     if len(values) == 1:
         return float(values[0]), float(values[0]), "BCa"
     rng = np.random.default_rng(seed)
-    p = counts / n
+    if len(values) * 4 <= n:
+        p = counts / n
 
-    def draw(size: int) -> np.ndarray:
-        return np.asarray(rng.multinomial(n, p, size=size) @ values / n, dtype=np.float64)
+        def draw(size: int) -> np.ndarray:
+            return np.asarray(rng.multinomial(n, p, size=size) @ values / n, dtype=np.float64)
 
-    means = _batched(n_resamples, len(values), draw)
+        means = _batched(n_resamples, len(values), draw)
+    else:  # values rarely repeat: drawing pairs is cheaper than a multinomial per resample
+        means = _bootstrap_means(np.repeat(values, counts), n_resamples, rng)
     alpha = (1.0 - confidence) / 2.0
     lo_q, hi_q, used = alpha, 1.0 - alpha, "percentile"
     from scipy import special
@@ -498,12 +501,21 @@ def _randomization_from_counts(
     per = weights.astype(np.int64)
     total = float(np.dot(per, magnitudes))
     rng = np.random.default_rng(seed)
+    if len(magnitudes) * 4 <= n:
 
-    def draw(size: int) -> np.ndarray:
-        positive = rng.binomial(per, 0.5, size=(size, len(per)))
-        return np.asarray((2.0 * positive @ magnitudes - total) / n, dtype=np.float64)
+        def draw(size: int) -> np.ndarray:
+            positive = rng.binomial(per, 0.5, size=(size, len(per)))
+            return np.asarray((2.0 * positive @ magnitudes - total) / n, dtype=np.float64)
 
-    null = _batched(n_resamples, len(magnitudes), draw)
+        null = _batched(n_resamples, len(magnitudes), draw)
+    else:  # magnitudes rarely repeat: a sign per pair is cheaper than a binomial per magnitude
+        absd = np.repeat(np.abs(values), counts)
+
+        def draw_pairs(size: int) -> np.ndarray:
+            positive = rng.random((size, n)) < 0.5
+            return np.asarray((2.0 * (positive @ absd) - total) / n, dtype=np.float64)
+
+        null = _batched(n_resamples, n, draw_pairs)
     hits = int(np.count_nonzero(np.abs(null) >= threshold))
     return float((hits + 1) / (len(null) + 1))
 
