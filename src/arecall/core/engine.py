@@ -386,15 +386,8 @@ class DaskEngine(Engine):
         lost: BaseException | None = None
         for attempt in range(_RESCATTERS + 1):
             todo = [i for i in range(len(spans)) if i not in results]
-            if attempt:
-                print(
-                    f"arecall: warning: the Dask cluster at {self.scheduler} lost {len(todo)} of "
-                    f"{len(spans)} blocks of {getattr(fn, '__name__', 'work')} with their workers "
-                    "(a worker died); running them again",
-                    file=sys.stderr,
-                )
             status = getattr(self.client, "status", "running")
-            if status != "running":
+            if status != "running" or "scheduler" in str(getattr(lost, "reason", "")):
                 raise self._lost(lost or RuntimeError(f"the client is {status}"))
             # Scattered data is not in the graph: when every worker holding it dies, Dask
             # forgets it and cancels the blocks that need it (dask/distributed#3149). The
@@ -421,6 +414,13 @@ class DaskEngine(Engine):
                 placed = self.client.scatter([_Aligned(blocks[i]) for i in todo], hash=False)
                 held = dict(zip(todo, placed, strict=True))
                 del blocks
+            if attempt:  # told once the cluster took the data again (not when it is gone)
+                print(
+                    f"arecall: warning: the Dask cluster at {self.scheduler} lost {len(todo)} of "
+                    f"{len(spans)} blocks of {getattr(fn, '__name__', 'work')} with their workers "
+                    "(a worker died); running them again",
+                    file=sys.stderr,
+                )
             tasks = {}
             for i in todo:
                 s, e = spans[i]

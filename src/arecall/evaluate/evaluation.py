@@ -237,12 +237,17 @@ def _accumulate(
 ) -> tuple[_Accumulator, str]:
     acc = _Accumulator(judg, acl, placement, engine, keep_pairs)
     name = "arecall"
-    blocks = source.blocks_with(acc.work, partitioned=partitioned, workers=2)
-    for i, (run, worked) in enumerate(blocks):
-        if i == 0:
-            name = run.name
-        assert worked is not None
-        acc.add(*worked)
+    try:
+        blocks = source.blocks_with(acc.work, partitioned=partitioned, workers=2)
+        for i, (run, worked) in enumerate(blocks):
+            if i == 0:
+                name = run.name
+            assert worked is not None
+            acc.add(*worked)
+    except BaseException:
+        if acc.spill is not None:  # an interrupted evaluation leaves no temporary file
+            acc.spill.close()
+        raise
     return acc, name
 
 
