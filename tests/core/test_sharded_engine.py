@@ -559,3 +559,24 @@ def test_a_lost_scheduler_is_one_line_naming_it_and_nothing_is_written(tmp_path,
     assert len(err) == 1 and address in err[0] and "Traceback" not in err[0], err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["acl.tsv", "qrels.txt", "run.trec"]
     assert set(Path(tempfile.gettempdir()).glob("arecall-pairs-*")) <= before
+
+
+def _tuned_here() -> Any:
+    import arecall.core.engine as engine_module
+
+    return engine_module._tuned
+
+
+def test_workers_run_blocks_with_the_allocator_tuned_against_the_nannys_trim_threshold(cluster):
+    """Dask's nanny starts workers with MALLOC_TRIM_THRESHOLD_=65536, which pins glibc's mmap
+    threshold at 128 KiB: every block temporary was mapped and unmapped afresh (a pair cost
+    1.6-1.9x the local engine's). A worker that ran a block has the thresholds reset."""
+    import distributed
+
+    with DaskEngine(cluster.scheduler_address, block=1) as engine:
+        engine.map_blocks(_block_bytes, 8, block_data=lambda s, e: np.zeros(4), size=1)
+    with distributed.Client(cluster.scheduler_address, timeout=START_TIMEOUT) as client:
+        environ = client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
+        tuned = client.run(_tuned_here)
+    assert set(environ.values()) == {"65536"}  # the nanny's setting, which the fix undoes
+    assert any(tuned.values()) and set(tuned.values()) <= {True, None}, tuned
