@@ -1,20 +1,27 @@
-"""Sharded evaluation (issue 13): ``arecall evaluate`` with an ACL, local engine vs a Dask cluster.
+"""Sharded evaluation (issues 13, 36): ``arecall evaluate`` with an ACL, local engine vs a Dask
+cluster, and what each part holds as pairs grow.
 
-    .venv/bin/python benchmarks/bench_sharded.py all [--queries 10000 --principals 250,500,1000]
+    .venv/bin/python benchmarks/bench_sharded.py all [--queries 10000 --principals 1000,10000]
 
 Writes a synthetic TREC run (``--queries`` × ``--depth`` results over ``--docs`` documents),
 qrels, an ACL naming groups and a groups file giving every principal ``--grants`` of
-``--groups`` groups, then runs ``arecall evaluate --acl … --groups …`` through its CLI entry
-(arecall's readers, the evaluate path) in a fresh process per measurement:
+``--groups`` groups, then runs `arecall.evaluate.evaluate` (arecall's readers, the evaluate
+path) in a fresh process per measurement, at each principal count:
 
-* **local** at each principal count: wall time and peak RSS (``wait4``), so the memory and time
-  per query-principal pair are the slope of a straight-line fit over the counts, and the largest
-  evaluation that fits in 8 GB is (8 GB − intercept) / slope;
-* **dask** at the largest count, on a cluster started here on the same cores (a scheduler in this
-  process and ``--workers`` worker processes of one thread, everything on 127.0.0.1): wall time
-  (cluster start excluded, reported on its own), the client's peak RSS, each worker's peak RSS,
-  and the bytes shipped (scattered once per worker, sent with the tasks, gathered back). The
-  JSON reports of both engines must be byte-identical (asserted).
+* **local**: wall time and peak RSS (``getrusage``), and the in-process time of the per-pair
+  kernel (`arecall.evaluate.pairs.reduce_block`, summed over blocks) per pair;
+* **dask**: on a loopback cluster started here — ``dask scheduler --host 127.0.0.1`` and
+  ``--workers`` ``dask worker --host 127.0.0.1 --nthreads 1`` processes (nannies, as users run
+  them), restarted before each measurement so each worker's peak is that measurement's — wall
+  time (cluster start excluded, reported on its own), the client's peak RSS, each worker's
+  peak RSS, the bytes gathered back to the client (dask's ``sizeof`` of the blocks' results,
+  which are tallies), and the kernel's time per pair on the workers (the task stream's compute
+  time of the ``reduce_block`` tasks). The JSON summaries of both engines must be
+  byte-identical (asserted).
+
+Then the client's memory per pair (the slope between the sizes) and the worker / local ratio
+of the kernel's per-pair time. Every process started here is stopped at the end, however it
+ends.
 
 ``one``: one measurement (used by ``all``; prints one JSON line).
 """
@@ -22,9 +29,11 @@ qrels, an ACL naming groups and a groups file giving every principal ``--grants`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -112,29 +121,55 @@ def generate(directory: Path, args: argparse.Namespace) -> None:
 
 def one(args: argparse.Namespace) -> None:
     """One evaluation in this process; prints wall time, peak RSS and (dask) what was shipped."""
+    import arecall.evaluate.evaluation as evaluation
     from arecall.core.engine import make_engine
     from arecall.evaluate.evaluation import evaluate
 
     d = Path(args.dir)
     principals = [f"p{i}" for i in range(args.n_principals)]
+    kernel = [0.0]
+    if args.engine == "local":  # the per-pair kernel's own time, as the task stream has it
+        reduce_block = evaluation.reduce_block
+
+        def timed(*a: Any, **kw: Any) -> Any:
+            t = time.perf_counter()  # wall time, as the task stream's compute time is
+            try:
+                return reduce_block(*a, **kw)
+            finally:
+                kernel[0] += time.perf_counter() - t
+
+        evaluation.reduce_block = timed  # type: ignore[assignment]
     started = time.perf_counter()
     with make_engine(args.engine, args.scheduler, args.block or None) as engine:
-        ev = evaluate(
-            d / "run.trec",
-            d / "qrels.txt",
-            acl=d / "acl.tsv",
-            groups=d / "groups.tsv",
-            principals=principals,
-            k=args.k,
-            n_resamples=args.resamples,
-            engine=engine,
-        )
-        summary = ev.summary()
+        stream = contextlib.nullcontext()
+        if args.engine == "dask":
+            import distributed
+
+            stream = distributed.get_task_stream(client=engine.client)  # type: ignore[attr-defined]
+        with stream as tasks:
+            ev = evaluate(
+                d / "run.trec",
+                d / "qrels.txt",
+                acl=d / "acl.tsv",
+                groups=d / "groups.tsv",
+                principals=principals,
+                k=args.k,
+                n_resamples=args.resamples,
+                engine=engine,
+            )
+            summary = ev.summary()
         shipped = getattr(engine, "shipped", [])
         workers_rss = {}
         if args.engine == "dask":
             workers_rss = engine.client.run(  # type: ignore[attr-defined]
                 lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            )
+            kernel[0] = sum(
+                part["stop"] - part["start"]
+                for task in tasks.data
+                if "reduce_block" in str(task["key"])
+                for part in task["startstops"]
+                if part["action"] == "compute"
             )
     wall = time.perf_counter() - started
     Path(args.out).write_text(json.dumps(summary, indent=2, sort_keys=True))
@@ -146,7 +181,11 @@ def one(args: argparse.Namespace) -> None:
                 "seconds": wall,
                 "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                 "workers_rss": sorted(workers_rss.values()),
-                "shipped": shipped,
+                "kernel_seconds": kernel[0],
+                "tasks": sum(x["tasks"] for x in shipped),
+                "gathered_bytes": sum(x["result_bytes"] for x in shipped),
+                "scattered_bytes": sum(x["shared_bytes"] * x["workers"] for x in shipped),
+                "task_bytes": sum(x["task_bytes"] for x in shipped),
             }
         )
     )
@@ -171,71 +210,144 @@ def _measure(
     return row
 
 
-def run_all(args: argparse.Namespace) -> None:
+@contextlib.contextmanager
+def loopback_cluster(directory: Path, workers: int) -> Any:
+    """``dask scheduler`` and ``workers`` ``dask worker`` processes (one thread each), every
+    socket on 127.0.0.1; yields the scheduler's address; stops every process it started."""
+    bin_dir = Path(sys.executable).parent
+    scheduler_file = directory / "scheduler.json"
+    # the HTTP servers listen on every interface unless told: bound to loopback like the rest
+    common = ["--host", "127.0.0.1", "--no-dashboard", "--dashboard-address", "127.0.0.1:0"]
+    procs: list[subprocess.Popen[bytes]] = []
+    logs = directory / "cluster.log"
+    try:
+        with logs.open("ab") as log:
+            procs.append(
+                subprocess.Popen(
+                    [
+                        str(bin_dir / "dask"),
+                        "scheduler",
+                        *common,
+                        "--port",
+                        "0",
+                        "--scheduler-file",
+                        str(scheduler_file),
+                        "--idle-timeout",
+                        "3600",
+                    ],
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=True,
+                )
+            )
+            deadline = time.monotonic() + 60
+            while not scheduler_file.is_file() or not scheduler_file.read_text().strip():
+                if time.monotonic() > deadline or procs[0].poll() is not None:
+                    raise SystemExit(f"the scheduler did not start: see {logs}")
+                time.sleep(0.2)
+            for i in range(workers):  # noqa: B007 - names the worker's directory
+                procs.append(
+                    subprocess.Popen(
+                        [
+                            str(bin_dir / "dask"),
+                            "worker",
+                            *common,
+                            "--nthreads",
+                            "1",
+                            "--scheduler-file",
+                            str(scheduler_file),
+                            "--memory-limit",
+                            "6GiB",
+                            "--death-timeout",
+                            "60",
+                        ],
+                        stdout=log,
+                        stderr=log,
+                        start_new_session=True,
+                    )
+                )
+        time.sleep(0.2)
+        yield json.loads(scheduler_file.read_text())["address"]
+    finally:
+        for proc in reversed(procs):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+
+
+def _fresh_workers(address: str, workers: int) -> None:
+    """Restart the workers (each measurement's peak RSS its own) and import arecall on them."""
     import distributed
 
+    with distributed.Client(address, timeout=60) as client:
+        client.wait_for_workers(workers, timeout=120)
+        client.restart(timeout=120)
+        client.wait_for_workers(workers, timeout=120)
+        # a long-lived cluster has imported arecall once: not part of an evaluation
+        client.run(lambda: __import__("arecall.evaluate.evaluation"))
+
+
+def run_all(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         generate(d, args)
-        local = [_measure(args, d, n_p, "local") for n_p in args.principal_counts]
+        local = {n_p: _measure(args, d, n_p, "local") for n_p in args.principal_counts}
         started = time.perf_counter()
-        with distributed.LocalCluster(
-            n_workers=args.workers,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=None,
-            worker_dashboard_address=None,
-            silence_logs=40,
-        ) as cluster:
-            with distributed.Client(cluster.scheduler_address) as client:
-                client.wait_for_workers(args.workers)
-                # a long-lived cluster has imported arecall once: not part of an evaluation
-                client.run(lambda: __import__("arecall.evaluate.evaluation"))
+        with loopback_cluster(d, args.workers) as address:
+            _fresh_workers(address, args.workers)
             cluster_start = time.perf_counter() - started
-            dask = _measure(args, d, args.principal_counts[-1], "dask", cluster.scheduler_address)
-    assert dask["summary"] == local[-1]["summary"], "dask and local summaries differ"
-    pairs = np.array([r["pairs"] for r in local], dtype=np.float64)
-    rss = np.array([r["rss"] for r in local], dtype=np.float64)
-    secs = np.array([r["seconds"] for r in local], dtype=np.float64)
-    slope, intercept = np.polyfit(pairs, rss, 1) if len(pairs) > 1 else (rss[0] / pairs[0], 0.0)
-    t_slope, t_icpt = np.polyfit(pairs, secs, 1) if len(pairs) > 1 else (secs[0] / pairs[0], 0.0)
-    fits = (8e9 - intercept) / slope
+            dask = {}
+            for n_p in args.principal_counts:
+                _fresh_workers(address, args.workers)
+                dask[n_p] = _measure(args, d, n_p, "dask", address)
+    for n_p in args.principal_counts:
+        assert dask[n_p]["summary"] == local[n_p]["summary"], f"summaries differ at {n_p}"
     print(
         f"synthetic: {args.queries:,} queries × {args.depth} results over {args.docs:,} documents; "
         f"ACL of {args.groups} groups, {args.grants} per principal; K = {args.k}; "
-        f"{args.resamples} resamples\n"
+        f"{args.resamples} resamples; cluster: scheduler + {args.workers} workers × 1 thread on "
+        f"127.0.0.1 (start {cluster_start:.1f} s, not included); summaries byte-identical\n"
     )
-    print("| engine | principals | pairs | wall time | peak RSS (client) | workers' peak RSS |")
-    print("|---|--:|--:|--:|--:|--:|")
-    for r in local:
+    print(
+        "| engine | principals | pairs | wall time | client peak RSS | workers' peak RSS "
+        "| gathered to the client | kernel µs per pair |"
+    )
+    print("|---|--:|--:|--:|--:|--:|--:|--:|")
+    for n_p in args.principal_counts:
+        for name, r in (("local", local[n_p]), (f"dask ({args.workers} × 1 thread)", dask[n_p])):
+            w = ", ".join(f"{x / GIB:.2f}" for x in r["workers_rss"]) or "–"
+            gathered = f"{r['gathered_bytes'] / 1e6:.2f} MB" if r["tasks"] else "–"
+            print(
+                f"| {name} | {n_p:,} | {r['pairs']:,} | {r['seconds']:.1f} s "
+                f"| {r['rss'] / GIB:.2f} GiB | {w} | {gathered} "
+                f"| {r['kernel_seconds'] / r['pairs'] * 1e6:.3f} |"
+            )
+    print()
+    for n_p in args.principal_counts:
+        r, loc = dask[n_p], local[n_p]
         print(
-            f"| local | {r['pairs'] // args.queries:,} | {r['pairs']:,} | {r['seconds']:.1f} s "
-            f"| {r['rss'] / GIB:.2f} GiB | – |"
+            f"{r['pairs']:,} pairs: dask/local wall {r['seconds'] / loc['seconds']:.2f}×, "
+            f"kernel per pair on a worker / local "
+            f"{r['kernel_seconds'] / loc['kernel_seconds']:.2f}×; "
+            f"{r['tasks']} tasks, {r['scattered_bytes'] / 1e6:.1f} MB scattered (all workers), "
+            f"{r['task_bytes'] / 1e6:.1f} MB with the tasks, {r['gathered_bytes'] / 1e6:.2f} MB "
+            f"gathered ({r['gathered_bytes'] / r['pairs']:.4f} B per pair)"
         )
-    w = ", ".join(f"{x / GIB:.2f}" for x in dask["workers_rss"])
-    print(
-        f"| dask ({args.workers} workers × 1 thread) | {dask['pairs'] // args.queries:,} "
-        f"| {dask['pairs']:,} | {dask['seconds']:.1f} s | {dask['rss'] / GIB:.2f} GiB | {w} GiB |"
-    )
-    ship = dask["shipped"][0] if dask["shipped"] else {}
-    print(
-        f"\noverhead dask / local at {dask['pairs']:,} pairs: "
-        f"{dask['seconds'] / local[-1]['seconds']:.2f}× (cluster start and imports "
-        f"{cluster_start:.1f} s, not included); summaries byte-identical"
-    )
-    if ship:
-        print(
-            f"shipped: {ship['shared_bytes'] / 1e6:.1f} MB scattered once to each of "
-            f"{ship['workers']} workers, {ship['task_bytes'] / 1e6:.1f} MB with {ship['tasks']} "
-            f"tasks, {ship['result_bytes'] / 1e6:.1f} MB gathered "
-            f"({ship['result_bytes'] / dask['pairs']:.1f} B per pair)"
-        )
-    print(
-        f"local, fitted over {len(pairs)} sizes: {slope:.1f} B and {t_slope * 1e6:.2f} µs per "
-        f"pair (+ {intercept / GIB:.2f} GiB, {t_icpt:.1f} s fixed); 8 GB hold ≈ {fits:,.0f} "
-        f"pairs (≈ {fits / args.queries:,.0f} principals × {args.queries:,} queries)"
-    )
+    if len(args.principal_counts) > 1:
+        lo, hi = args.principal_counts[0], args.principal_counts[-1]
+        for name, runs in (("local", local), ("dask client", dask)):
+            slope = (runs[hi]["rss"] - runs[lo]["rss"]) / (runs[hi]["pairs"] - runs[lo]["pairs"])
+            growth = runs[hi]["rss"] / runs[lo]["rss"]
+            print(
+                f"{name}: peak RSS ×{growth:.2f} from {runs[lo]['pairs']:,} to "
+                f"{runs[hi]['pairs']:,} pairs ({slope:.2f} B per added pair)"
+            )
 
 
 def main() -> None:
@@ -249,7 +361,7 @@ def main() -> None:
     a.add_argument("--docs", type=int, default=100_003, help="a prime")
     a.add_argument("--groups", type=int, default=100)
     a.add_argument("--grants", type=int, default=5, help="groups per principal")
-    a.add_argument("--principals", default="250,500,1000", help="principal counts, ascending")
+    a.add_argument("--principals", default="100,1000", help="principal counts, ascending")
     a.add_argument("--workers", type=int, default=2)
     a.add_argument("--k", default="10")
     a.add_argument("--resamples", type=int, default=2000)

@@ -60,6 +60,10 @@ LOCAL_BLOCK_BYTES = 1 << 28
 #: data, the block's inputs, the result while it is sent, the allocator's slack).
 WORKER_SHARE = 4
 
+#: Blocks per worker thread a Dask map cuts at least (when the principals allow): work for
+#: every worker, and a lost worker's share rerun in small pieces.
+BLOCKS_PER_THREAD = 4
+
 #: The least and most a block of a Dask worker holds, whatever its memory limit says.
 WORKER_BLOCK_BYTES = (1 << 26, 1 << 31)
 
@@ -326,6 +330,21 @@ class DaskEngine(Engine):
         #: own data (scattered, each to one worker) and bytes gathered back (dask's
         #: ``sizeof``) — what a capacity plan needs.
         self.shipped: list[dict[str, int]] = []
+
+    def spans(
+        self, n: int, size: int | None = None, per_principal: int | None = None
+    ) -> list[tuple[int, int]]:
+        """`Engine.spans`, and when the engine does not fix the block, at least
+        `BLOCKS_PER_THREAD` blocks per worker thread: memory alone would give a large
+        cluster one block to run while the other workers wait."""
+        spans = super().spans(n, size, per_principal)
+        if self.block or not spans:
+            return spans
+        workers = self._scheduler_info().get("workers", {}).values()
+        threads = sum(int(w.get("nthreads") or 1) for w in workers)
+        wanted = max(1, -(-n // (BLOCKS_PER_THREAD * max(threads, 1))))
+        widest = max(e - s for s, e in spans)
+        return spans if widest <= wanted else blocks_of(n, wanted)
 
     def block_bytes(self) -> int:
         """A quarter of the smallest worker thread's memory limit (`WORKER_SHARE`), within
