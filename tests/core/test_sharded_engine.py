@@ -580,3 +580,22 @@ def test_workers_run_blocks_with_the_allocator_tuned_against_the_nannys_trim_thr
         tuned = client.run(_tuned_here)
     assert set(environ.values()) == {"65536"}  # the nanny's setting, which the fix undoes
     assert any(tuned.values()) and set(tuned.values()) <= {True, None}, tuned
+
+
+def test_block_sizes_come_from_memory_and_keep_every_worker_busy(cluster):
+    """The default block was ``max(1, 2**22 // cells)`` principals: one principal once a
+    principal's work is large. Now a block holds what the engine's memory allows (a quarter of
+    a worker thread's memory limit on Dask), cut further to give each worker thread 4 blocks."""
+    from arecall.core.engine import BLOCKS_PER_THREAD, LOCAL_BLOCK_BYTES, WORKER_SHARE
+
+    assert LocalEngine().spans(10, per_principal=LOCAL_BLOCK_BYTES // 4)[0] == (0, 4)
+    with DaskEngine(cluster.scheduler_address) as engine:
+        workers = engine.client.scheduler_info()["workers"].values()
+        limit = min(w["memory_limit"] // w["nthreads"] for w in workers)
+        threads = sum(w["nthreads"] for w in workers)
+        assert engine.block_bytes() == max(min(limit // WORKER_SHARE, 1 << 31), 1 << 26)
+        per = engine.block_bytes() // 50  # memory holds 50 principals per block
+        assert {e - s for s, e in engine.spans(30, per_principal=per)[:-1]} == {
+            -(-30 // (BLOCKS_PER_THREAD * threads))
+        }
+        assert len(engine.spans(10_000, per_principal=per)) == -(-10_000 // 50)
