@@ -119,6 +119,11 @@ def generate(directory: Path, args: argparse.Namespace) -> None:
     )
 
 
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def one(args: argparse.Namespace) -> None:
     """One evaluation in this process; prints wall time, peak RSS and (dask) what was shipped."""
     import arecall.evaluate.evaluation as evaluation
@@ -127,21 +132,25 @@ def one(args: argparse.Namespace) -> None:
 
     d = Path(args.dir)
     principals = [f"p{i}" for i in range(args.n_principals)]
-    kernel = [0.0]
+    kernel, kernel_cpu = [0.0], [0.0]
     if args.engine == "local":  # the per-pair kernel's own time, as the task stream has it
         reduce_block = evaluation.reduce_block
 
         def timed(*a: Any, **kw: Any) -> Any:
-            t = time.perf_counter()  # wall time, as the task stream's compute time is
+            t, cpu = time.perf_counter(), time.thread_time()
             try:
                 return reduce_block(*a, **kw)
             finally:
                 kernel[0] += time.perf_counter() - t
+                kernel_cpu[0] += time.thread_time() - cpu
 
         evaluation.reduce_block = timed  # type: ignore[assignment]
     started = time.perf_counter()
     with make_engine(args.engine, args.scheduler, args.block or None) as engine:
         stream = contextlib.nullcontext()
+        if args.engine == "dask":  # the workers' CPU so far (their start, arecall's import)
+            before = engine.client.run(_cpu_seconds)  # type: ignore[attr-defined]
+            kernel_cpu[0] = -sum(before.values())
         if args.engine == "dask":
             import distributed
 
@@ -164,6 +173,11 @@ def one(args: argparse.Namespace) -> None:
             workers_rss = engine.client.run(  # type: ignore[attr-defined]
                 lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
             )
+            # the workers' CPU time during the evaluation: the kernel and everything a worker
+            # does for it (receiving, deserialising, sending back)
+            kernel_cpu[0] += sum(
+                engine.client.run(_cpu_seconds).values()  # type: ignore[attr-defined]
+            )
             kernel[0] = sum(
                 part["stop"] - part["start"]
                 for task in tasks.data
@@ -182,6 +196,7 @@ def one(args: argparse.Namespace) -> None:
                 "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                 "workers_rss": sorted(workers_rss.values()),
                 "kernel_seconds": kernel[0],
+                "kernel_cpu": kernel_cpu[0],
                 "tasks": sum(x["tasks"] for x in shipped),
                 "gathered_bytes": sum(x["result_bytes"] for x in shipped),
                 "scattered_bytes": sum(x["shared_bytes"] * x["workers"] for x in shipped),
@@ -316,28 +331,30 @@ def run_all(args: argparse.Namespace) -> None:
     )
     print(
         "| engine | principals | pairs | wall time | client peak RSS | workers' peak RSS "
-        "| gathered to the client | kernel µs per pair |"
+        "| gathered to the client | kernel µs per pair (wall) | CPU µs per pair |"
     )
-    print("|---|--:|--:|--:|--:|--:|--:|--:|")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
     for n_p in args.principal_counts:
         for name, r in (("local", local[n_p]), (f"dask ({args.workers} × 1 thread)", dask[n_p])):
             w = ", ".join(f"{x / GIB:.2f}" for x in r["workers_rss"]) or "–"
-            gathered = f"{r['gathered_bytes'] / 1e6:.2f} MB" if r["tasks"] else "–"
+            gathered = f"{r['gathered_bytes'] / 1e3:.1f} kB" if r["tasks"] else "–"
             print(
                 f"| {name} | {n_p:,} | {r['pairs']:,} | {r['seconds']:.1f} s "
                 f"| {r['rss'] / GIB:.2f} GiB | {w} | {gathered} "
-                f"| {r['kernel_seconds'] / r['pairs'] * 1e6:.3f} |"
+                f"| {r['kernel_seconds'] / r['pairs'] * 1e6:.3f} "
+                f"| {r['kernel_cpu'] / r['pairs'] * 1e6:.3f} |"
             )
     print()
     for n_p in args.principal_counts:
         r, loc = dask[n_p], local[n_p]
         print(
             f"{r['pairs']:,} pairs: dask/local wall {r['seconds'] / loc['seconds']:.2f}×, "
-            f"kernel per pair on a worker / local "
-            f"{r['kernel_seconds'] / loc['kernel_seconds']:.2f}×; "
+            f"per pair on a worker / local kernel: wall "
+            f"{r['kernel_seconds'] / loc['kernel_seconds']:.2f}×, CPU "
+            f"{r['kernel_cpu'] / loc['kernel_cpu']:.2f}×; "
             f"{r['tasks']} tasks, {r['scattered_bytes'] / 1e6:.1f} MB scattered (all workers), "
-            f"{r['task_bytes'] / 1e6:.1f} MB with the tasks, {r['gathered_bytes'] / 1e6:.2f} MB "
-            f"gathered ({r['gathered_bytes'] / r['pairs']:.4f} B per pair)"
+            f"{r['task_bytes'] / 1e6:.1f} MB with the tasks, {r['gathered_bytes']:,} bytes "
+            f"gathered ({r['gathered_bytes'] / r['pairs']:.2e} B per pair)"
         )
     if len(args.principal_counts) > 1:
         lo, hi = args.principal_counts[0], args.principal_counts[-1]
@@ -348,6 +365,70 @@ def run_all(args: argparse.Namespace) -> None:
                 f"{name}: peak RSS ×{growth:.2f} from {runs[lo]['pairs']:,} to "
                 f"{runs[hi]['pairs']:,} pairs ({slope:.2f} B per added pair)"
             )
+
+
+def run_pipeline(args: argparse.Namespace) -> None:
+    """Every DVC stage as its own process with ``evaluation.engine.name=dask`` on a loopback
+    cluster: each stage's wall time and peak RSS, the workers' peak RSS and the bytes the
+    score and prove blocks sent back (the task stream's ``nbytes`` of their results)."""
+    import distributed
+    import yaml
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_pipeline import STAGES, _run_stage, scale_overrides
+
+    from arecall.pipeline.config import default_config
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        with loopback_cluster(work, args.workers) as address:
+            _fresh_workers(address, args.workers)
+            overrides = [
+                *scale_overrides(args),
+                "evaluation.engine.name=dask",
+                f"evaluation.engine.scheduler={address}",
+            ]
+            cfg = default_config(overrides)
+            (work / "params.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+            with distributed.Client(address, timeout=60) as client:
+                client.get_task_stream()  # installs the scheduler's task-stream plugin
+                rows = []
+                for name in STAGES:
+                    seconds, gib = _run_stage(name, work)
+                    rows.append((name, seconds, gib))
+                    print(f"  {name}: {seconds:.1f} s, {gib:.2f} GiB", file=sys.stderr, flush=True)
+                records = client.get_task_stream(count=100_000)
+                workers_rss = client.run(
+                    lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+                )
+            metrics = json.loads((work / "reports" / "metrics.json").read_text())
+    sent: dict[str, int] = {}
+    for r in records:
+        kind = str(r["key"]).split("-")[1] if str(r["key"]).startswith("arecall-") else None
+        if kind:
+            nbytes = r.get("nbytes", 0)
+            nbytes = sum(nbytes.values()) if isinstance(nbytes, dict) else int(nbytes)
+            sent[kind] = sent.get(kind, 0) + nbytes
+    pairs = metrics["pairs"]
+    print(
+        f"pipeline: synthetic, {args.docs:,} documents, {metrics['queries']:,} queries, "
+        f"{metrics['profiles']:,} principals ({pairs:,} pairs), K up to {args.kmax}; "
+        f"evaluation.engine.name=dask on {args.workers} workers × 1 thread, 127.0.0.1\n"
+    )
+    print("| stage | wall time | client peak RSS |")
+    print("|---|--:|--:|")
+    for name, seconds, gib in rows:
+        print(f"| {name} | {seconds:.1f} s | {gib:.2f} GiB |")
+    print(
+        f"| **total** | **{sum(r[1] for r in rows) / 60:.1f} min** "
+        f"| **{max(r[2] for r in rows):.2f} GiB** |"
+    )
+    w = ", ".join(f"{x / GIB:.2f}" for x in sorted(workers_rss.values()))
+    print(f"\nworkers' peak RSS: {w} GiB")
+    for kind, nbytes in sorted(sent.items()):
+        print(
+            f"sent back by {kind} blocks: {nbytes / 1e6:.1f} MB ({nbytes / pairs:.1f} B per pair)"
+        )
 
 
 def main() -> None:
@@ -367,6 +448,14 @@ def main() -> None:
     a.add_argument("--resamples", type=int, default=2000)
     a.add_argument("--block", type=int, default=0, help="principals per task (0: automatic)")
     a.add_argument("--seed", type=int, default=0)
+    pl = sub.add_parser("pipeline", help="every stage with evaluation.engine.name=dask")
+    pl.add_argument("--docs", type=int, default=100_000)
+    pl.add_argument("--queries", type=int, default=10_000)
+    pl.add_argument("--principals", type=int, default=1_000)
+    pl.add_argument("--kmax", type=int, default=10)
+    pl.add_argument("--retriever", default="tfidf")
+    pl.add_argument("--corpus", default="realistic")
+    pl.add_argument("--workers", type=int, default=2)
     o = sub.add_parser("one", help="one measurement (JSON line)")
     o.add_argument("--dir", required=True)
     o.add_argument("--n-principals", type=int, required=True)
@@ -381,6 +470,8 @@ def main() -> None:
     if args.which == "all":
         args.principal_counts = [int(x) for x in args.principals.split(",")]
         run_all(args)
+    elif args.which == "pipeline":
+        run_pipeline(args)
     else:
         one(args)
 
