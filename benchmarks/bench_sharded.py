@@ -431,6 +431,62 @@ def run_pipeline(args: argparse.Namespace) -> None:
         )
 
 
+def kernel_once(args: argparse.Namespace) -> None:
+    """The kernel's time per pair in this process (the environment decides the allocator)."""
+    from arecall.core.engine import tune_allocator
+    from arecall.evaluate.inputs import as_acl, as_qrels
+    from arecall.evaluate.kernels import EvalQrels, authorization_tables, pair_inputs, prepare
+    from arecall.evaluate.pairs import reduce_block
+    from arecall.io.trec import load_run
+
+    d, n_p, step = Path(args.dir), args.n_principals, 20
+    if args.tune:
+        tune_allocator()
+    acl = as_acl(d / "acl.tsv", [f"p{i}" for i in range(n_p)], d / "groups.tsv")
+    judg = EvalQrels.of(as_qrels(d / "qrels.txt"), (int(args.k),))
+    inputs = pair_inputs(prepare(load_run(d / "run.trec"), judg, acl), judg.ks)
+    tables = [authorization_tables(acl, s, min(s + step, n_p)) for s in range(0, n_p, step)]
+    times = []
+    for _ in range(args.repeats):
+        t = time.perf_counter()
+        for i, s in enumerate(range(0, n_p, step)):
+            reduce_block(s, min(s + step, n_p), tables[i], keep="none", part_prefix=None, **inputs)
+        times.append(time.perf_counter() - t)
+    median = sorted(times)[len(times) // 2]
+    print(json.dumps({"us_per_pair": median / (n_p * judg.n_queries) * 1e6}))
+
+
+def run_allocator(args: argparse.Namespace) -> None:
+    """The kernel per pair in fresh processes, interleaved: as a plain process, with the
+    nanny's ``MALLOC_TRIM_THRESHOLD_=65536``, and with that variable and the allocator tuned."""
+    args.principal_counts = [args.principals]
+    cases = {
+        "plain process": ({}, []),
+        "MALLOC_TRIM_THRESHOLD_=65536 (Dask's nanny)": ({"MALLOC_TRIM_THRESHOLD_": "65536"}, []),
+        "the same, allocator tuned": ({"MALLOC_TRIM_THRESHOLD_": "65536"}, ["--tune"]),
+    }
+    found: dict[str, list[float]] = {name: [] for name in cases}
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        generate(d, args)
+        for _ in range(args.rounds):
+            for name, (env, extra) in cases.items():
+                cmd = [sys.executable, __file__, "kernel", "--dir", str(d), "--k", args.k,
+                       "--n-principals", str(args.principals), *extra]  # fmt: skip
+                out = subprocess.run(
+                    cmd, capture_output=True, text=True, check=True, env={**os.environ, **env}
+                )
+                found[name].append(json.loads(out.stdout.strip().splitlines()[-1])["us_per_pair"])
+    print(
+        f"reduce_block on {args.queries:,} queries × {args.principals} principals, K = {args.k}, "
+        f"blocks of 20 principals; median of {args.rounds} interleaved rounds\n"
+    )
+    print("| process | µs per pair |")
+    print("|---|--:|")
+    for name, values in found.items():
+        print(f"| {name} | {float(np.median(values)):.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -456,6 +512,22 @@ def main() -> None:
     pl.add_argument("--retriever", default="tfidf")
     pl.add_argument("--corpus", default="realistic")
     pl.add_argument("--workers", type=int, default=2)
+    al = sub.add_parser("allocator", help="the kernel per pair under the nanny's allocator")
+    al.add_argument("--queries", type=int, default=2_000)
+    al.add_argument("--depth", type=int, default=100)
+    al.add_argument("--docs", type=int, default=100_003)
+    al.add_argument("--groups", type=int, default=100)
+    al.add_argument("--grants", type=int, default=5)
+    al.add_argument("--principals", type=int, default=400)
+    al.add_argument("--k", default="10")
+    al.add_argument("--rounds", type=int, default=3)
+    al.add_argument("--seed", type=int, default=0)
+    ke = sub.add_parser("kernel", help="one kernel timing (JSON line; used by allocator)")
+    ke.add_argument("--dir", required=True)
+    ke.add_argument("--n-principals", type=int, required=True)
+    ke.add_argument("--k", default="10")
+    ke.add_argument("--repeats", type=int, default=3)
+    ke.add_argument("--tune", action="store_true")
     o = sub.add_parser("one", help="one measurement (JSON line)")
     o.add_argument("--dir", required=True)
     o.add_argument("--n-principals", type=int, required=True)
@@ -472,6 +544,10 @@ def main() -> None:
         run_all(args)
     elif args.which == "pipeline":
         run_pipeline(args)
+    elif args.which == "allocator":
+        run_allocator(args)
+    elif args.which == "kernel":
+        kernel_once(args)
     else:
         one(args)
 
