@@ -226,7 +226,7 @@ def _measure(
 
 
 @contextlib.contextmanager
-def loopback_cluster(directory: Path, workers: int) -> Any:
+def loopback_cluster(directory: Path, workers: int, profile: bool = True) -> Any:
     """``dask scheduler`` and ``workers`` ``dask worker`` processes (one thread each), every
     socket on 127.0.0.1; yields the scheduler's address; stops every process it started."""
     bin_dir = Path(sys.executable).parent
@@ -235,6 +235,9 @@ def loopback_cluster(directory: Path, workers: int) -> Any:
     common = ["--host", "127.0.0.1", "--no-dashboard", "--dashboard-address", "127.0.0.1:0"]
     procs: list[subprocess.Popen[bytes]] = []
     logs = directory / "cluster.log"
+    env = dict(os.environ)
+    if not profile:  # Dask's statistical profiler samples every worker thread every 10 ms
+        env["DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED"] = "False"
     try:
         with logs.open("ab") as log:
             procs.append(
@@ -260,7 +263,7 @@ def loopback_cluster(directory: Path, workers: int) -> Any:
                 if time.monotonic() > deadline or procs[0].poll() is not None:
                     raise SystemExit(f"the scheduler did not start: see {logs}")
                 time.sleep(0.2)
-            for i in range(workers):  # noqa: B007 - names the worker's directory
+            for i in range(workers):
                 procs.append(
                     subprocess.Popen(
                         [
@@ -275,10 +278,13 @@ def loopback_cluster(directory: Path, workers: int) -> Any:
                             "6GiB",
                             "--death-timeout",
                             "60",
+                            "--local-directory",
+                            str(directory / f"worker-{i}"),
                         ],
                         stdout=log,
                         stderr=log,
                         start_new_session=True,
+                        env=env,
                     )
                 )
         time.sleep(0.2)
@@ -314,7 +320,7 @@ def run_all(args: argparse.Namespace) -> None:
         generate(d, args)
         local = {n_p: _measure(args, d, n_p, "local") for n_p in args.principal_counts}
         started = time.perf_counter()
-        with loopback_cluster(d, args.workers) as address:
+        with loopback_cluster(d, args.workers, profile=not args.no_profile) as address:
             _fresh_workers(address, args.workers)
             cluster_start = time.perf_counter() - started
             dask = {}
@@ -504,6 +510,9 @@ def main() -> None:
     a.add_argument("--resamples", type=int, default=2000)
     a.add_argument("--block", type=int, default=0, help="principals per task (0: automatic)")
     a.add_argument("--seed", type=int, default=0)
+    a.add_argument(
+        "--no-profile", action="store_true", help="workers without Dask's statistical profiler"
+    )
     pl = sub.add_parser("pipeline", help="every stage with evaluation.engine.name=dask")
     pl.add_argument("--docs", type=int, default=100_000)
     pl.add_argument("--queries", type=int, default=10_000)
