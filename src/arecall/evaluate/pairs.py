@@ -24,7 +24,6 @@ depends on how many pairs there are, never on how the run was split into blocks:
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import tempfile
 import uuid
@@ -39,6 +38,7 @@ from arecall.core.errors import ArecallError
 from arecall.core.measures import EVALUATE
 from arecall.core.placement import Placement
 from arecall.evaluate.kernels import AUTHORIZED_MEASURES, pair_counts, ratio
+from arecall.io.atomic import atomic_path
 
 __all__ = [
     "RETAIN_CELLS",
@@ -304,11 +304,9 @@ def reduce_block(
     if keep == "file":
         assert part_prefix is not None
         path = f"{part_prefix}-{start}-{stop}.bin"
-        temporary = f"{path}.{uuid.uuid4().hex}.tmp"
-        with open(temporary, "wb") as out:
+        with atomic_path(path) as tmp, open(tmp, "wb") as out:
             for name in ("n_auth", *_COUNTS):
                 out.write(np.ascontiguousarray(counts[name], dtype=np.int32).tobytes())
-        os.replace(temporary, path)
         return BlockResult(start, stop, tallies, part=path)
     return BlockResult(start, stop, tallies)
 
