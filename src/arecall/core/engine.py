@@ -334,11 +334,11 @@ class DaskEngine(Engine):
     def spans(
         self, n: int, size: int | None = None, per_principal: int | None = None
     ) -> list[tuple[int, int]]:
-        """`Engine.spans`, and when the engine does not fix the block, at least
+        """`Engine.spans`, and when blocks are sized from memory (``per_principal``), at least
         `BLOCKS_PER_THREAD` blocks per worker thread: memory alone would give a large
         cluster one block to run while the other workers wait."""
         spans = super().spans(n, size, per_principal)
-        if self.block or not spans:
+        if self.block or not per_principal or not spans:  # a size the caller or user fixed
             return spans
         workers = self._scheduler_info().get("workers", {}).values()
         threads = sum(int(w.get("nthreads") or 1) for w in workers)
