@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -38,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from arecall.core.errors import ArecallError
-from arecall.io.ids import as_strings, encode, index_in
+from arecall.io.ids import Lookup, as_strings, encode, index_in
 from arecall.io.text import Chunk, check_file, chunk_fields, chunks, parse_chunk
 
 if TYPE_CHECKING:  # scipy loads with an ACL: an evaluation without one never needs it
@@ -59,6 +60,7 @@ GROUPS_HEADERS = ("principal",)
 _ACL_FIELDS = ("doc_id", "principal")
 _GROUPS_FIELDS = ("principal", "group")
 _WS = " \t\n\r\v\f"
+_LOOKUP_LOCK = threading.Lock()
 
 
 # -- reading the files ----------------------------------------------------------------------------
@@ -373,9 +375,17 @@ class Acl:
         sizes = np.diff(self.members.indptr)
         return np.r_[sizes > 0, False][patterns]
 
+    @cached_property
+    def _doc_lookup(self) -> Lookup:
+        """The ACL's documents hashed once: an evaluation looks a block of a run up in them
+        at a time (re-hashing a million documents per block cost more than the look-up)."""
+        return Lookup(self.doc_ids)
+
     def doc_patterns(self, doc_ids: pa.Array) -> np.ndarray:
         """The pattern of each of ``doc_ids`` (``n_patterns - 1``, nobody, where unlisted)."""
-        codes = index_in(doc_ids, self.doc_ids)
+        with _LOOKUP_LOCK:  # blocks are prepared in threads: hash the documents once
+            lookup = self._doc_lookup
+        codes = lookup(doc_ids)
         pattern = np.r_[self.doc_pattern, self.n_patterns - 1]  # -1: the last slot, nobody
         return pattern[codes]
 
