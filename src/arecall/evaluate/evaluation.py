@@ -126,7 +126,7 @@ class _Accumulator:
         self.tallies: Tallies | None = None
         self.spill: Spill | None = None
         self.granted_any = False  # the ACL grants a judged or retrieved document
-        self._tables: dict[tuple[int, int], tuple[np.ndarray, np.ndarray | None]] = {}
+        self._tables: dict[tuple[int, int], Any] = {}  # kernels.authorization_tables
         self._lock = threading.Lock()
         if acl is not None:
             n_p = len(acl.principals)
@@ -169,7 +169,7 @@ class _Accumulator:
         per_principal = 5 * len(prepared.hit_rank) + prepared.n_queries * (12 * n_k + ks[-1] + 4)
         size = max(1, _PAIR_BYTES // max(per_principal, 1))
 
-        def tables(start: int, stop: int) -> tuple[np.ndarray, np.ndarray | None]:
+        def tables(start: int, stop: int) -> Any:
             with self._lock:
                 if (start, stop) not in self._tables:
                     self._tables[(start, stop)] = authorization_tables(acl, start, stop)
