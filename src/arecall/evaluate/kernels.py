@@ -31,7 +31,7 @@ depth.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -173,6 +173,16 @@ class Prepared:
         return len(self.eval_index)
 
 
+def _per_row(look_up: Callable[[pa.Array], np.ndarray], run: Run, rows: np.ndarray) -> np.ndarray:
+    """``look_up`` (document ids -> values) of the document of each of ``rows``, looking up
+    each distinct document once: the whole block's vocabulary when the rows cover about as
+    many (a block read from a file has its own), else the documents the rows use."""
+    if len(run.doc_ids) <= len(rows):
+        return look_up(run.doc_ids)[run.doc_codes[rows]]
+    used, where = np.unique(run.doc_codes[rows], return_inverse=True)
+    return look_up(run.doc_ids.take(pa.array(used)))[where.ravel()]
+
+
 def _relevant_rows(
     run: Run, local: np.ndarray, rows: np.ndarray, judg: EvalQrels, eval_index: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -188,8 +198,7 @@ def _relevant_rows(
     keys = np.repeat(np.arange(len(eval_index)), sizes) * len(codes) + inverse.ravel()
     order = np.argsort(keys, kind="stable")
     keys, grades = keys[order], judg.rel_grade[picked][order]
-    used, where = np.unique(run.doc_codes[rows], return_inverse=True)
-    found = index_in(run.doc_ids.take(pa.array(used)), vocab)[where.ravel()]
+    found = _per_row(lambda ids: index_in(ids, vocab), run, rows)
     candidate = np.flatnonzero(found >= 0)
     probe = local[candidate] * len(codes) + found[candidate]
     pos = np.minimum(np.searchsorted(keys, probe), len(keys) - 1)
@@ -244,9 +253,7 @@ def _patterns(
     deep_rows = np.repeat(starts + kmax, deep_len) + positions_in_groups(deep_len)
     hit_rows = starts[prepared.hit_query] + prepared.hit_rank
     needed = np.concatenate([top_rows[top], deep_rows, hit_rows])
-    codes, inverse = np.unique(run.doc_codes[needed], return_inverse=True)
-    pattern_of = acl.doc_patterns(run.doc_ids.take(pa.array(codes)))
-    pattern = pattern_of[inverse.ravel()]
+    pattern = _per_row(acl.doc_patterns, run, needed)
     n_top = int(top.sum())
     top_pat = np.full(top.shape, nobody, dtype=np.int64)
     top_pat[top] = pattern[:n_top]
