@@ -132,7 +132,7 @@ class _Accumulator:
         self.spill: Spill | None = None
         self.granted_any = False  # the ACL grants a judged or retrieved document
         self._local = isinstance(engine, LocalEngine)
-        self._tables: dict[tuple[int, int], tuple[np.ndarray, np.ndarray | None]] = {}
+        self._tables: dict[tuple[int, int], Any] = {}  # kernels.authorization_tables
         self._lock = threading.Lock()
         if acl is not None:
             n_p = len(acl.principals)
@@ -189,7 +189,7 @@ class _Accumulator:
         keeps = self.retained is not None or self.spill is not None
         keep = ("counts" if self._local else "file") if keeps else "none"
 
-        def tables(start: int, stop: int) -> tuple[np.ndarray, np.ndarray | None]:
+        def tables(start: int, stop: int) -> Any:
             with self._lock:
                 if (start, stop) not in self._tables:
                     self._tables[(start, stop)] = authorization_tables(acl, start, stop)
