@@ -193,22 +193,28 @@ def mean_lower_bound(
         return 0.0
     if t >= n:
         return float(np.mean(x))
-    m = np.linspace(0.0, 1.0, 2001)[:, None]
     before = np.concatenate([[0.0], np.cumsum(x)[:-1]])
-    c = (n * m - before[None, :]) / (n - np.arange(t))[None, :]
-    ruled_out = (c < 0).any(axis=1)
-    c_safe = np.clip(c, 1e-12, None)
-    log_capital = np.empty((len(kappas), m.shape[0]))
-    for j, kappa in enumerate(kappas):
-        bet = np.where((c >= 0) & (c <= 1), kappa / c_safe, 0.0)  # each factor >= 1 - kappa
-        log_capital[j] = np.sum(np.log1p(bet * (x[None, :] - c)), axis=1)
-    mixed = special.logsumexp(log_capital, axis=0) - math.log(len(kappas))
-    rejected = ruled_out | (mixed >= -math.log(delta))
-    # Rejection is monotone in m (each factor falls as c_t rises): the bound is the last m of
-    # the rejected run from 0.
-    kept = np.flatnonzero(~rejected)
-    first_kept = int(kept[0]) if kept.size else m.shape[0]
-    return float(m[first_kept - 1, 0]) if first_kept > 0 else 0.0
+    left = (n - np.arange(t)).astype(np.float64)
+    bets = np.asarray(kappas)[:, None]
+    threshold = -math.log(delta)
+
+    def rejected(m: float) -> bool:
+        c = (n * m - before) / left  # the mean the undrawn values must have, under m
+        if (c < 0).any():
+            return True  # the values drawn already exceed what m allows
+        bet = np.where(c <= 1, bets / np.maximum(c, 1e-12), 0.0)  # each factor >= 1 - kappa
+        log_capital = np.sum(np.log1p(bet * (x - c)), axis=1)
+        top = float(log_capital.max())
+        return top + math.log(float(np.mean(np.exp(log_capital - top)))) >= threshold
+
+    # Rejection is monotone in m (each factor falls as c_t rises): bisect for its edge.
+    lo, hi = 0.0, 1.0
+    if not rejected(lo):
+        return 0.0
+    for _ in range(20):  # to 1e-6
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if rejected(mid) else (lo, mid)
+    return lo
 
 
 @lru_cache(maxsize=64)
