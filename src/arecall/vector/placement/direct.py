@@ -171,7 +171,7 @@ def _no_flags(n: int) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
 
 def _audited(
     batch: Batch, answers: Answers, rank_bonus: npt.NDArray[np.float64]
-) -> tuple[tuple[int, int] | None, tuple[float, float] | None]:
+) -> tuple[tuple[int, int] | None, tuple[float, float, int] | None]:
     """Audit the walked answers against the calibration (typical ones keep their rank
     certificate), check a concentrated batch's sample deeper, settle the batch to its goal, and
     return the shift and concentration evidence, if any."""

@@ -172,7 +172,7 @@ def unfiltered(
 
 def _settled(
     index: VectorIndex, q: npt.NDArray[np.float32], k: int, planner: AutoPlanner, answers: Answers
-) -> tuple[tuple[int, int] | None, tuple[float, float] | None]:
+) -> tuple[tuple[int, int] | None, tuple[float, float, int] | None]:
     """Audit a plain search's walked answers, check a concentrated batch's sample deeper,
     settle the batch to its goal, and return the shift and concentration evidence, if any
     (nothing to audit without a support table: the calibration's value stands, as it always
