@@ -137,6 +137,8 @@ def test_the_config_takes_the_engine_section():
         "name": "dask",
         "scheduler": address,
         "block_principals": 3,
+        "block_queries": 0,
+        "doc_shards": 1,
     }
     with pytest.raises(ArecallError, match=r"engine\.name: dask needs evaluation\.engine\.sch"):
         default_config(["evaluation.engine.name=dask"])  # no scheduler: refused at composition

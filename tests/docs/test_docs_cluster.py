@@ -60,6 +60,9 @@ def test_the_cluster_guide_runs_as_written(repo: Path):
                 "hydra.launcher.address=tcp://127.0.0.1:8786 retriever=tfidf,bm25",
                 ".venv/bin/arecall run evaluation.engine.name=dask "
                 "evaluation.engine.scheduler=tcp://127.0.0.1:8786",
+                ".venv/bin/arecall run evaluation.engine.name=dask "
+                "evaluation.engine.scheduler=tcp://127.0.0.1:8786 "
+                "evaluation.engine.block_queries=2048 evaluation.engine.doc_shards=2",
                 ".venv/bin/arecall evaluate --run my.run --qrels test.qrels --acl acl.tsv "
                 "--engine dask --scheduler tcp://127.0.0.1:8786",
                 timeout=1500,
@@ -68,6 +71,8 @@ def test_the_cluster_guide_runs_as_written(repo: Path):
             runs = _server_runs()
             points = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
             assert len(points) == 4 + 2  # the 2 × 2 grid, then the 2-point one
+            ranked = [r for r in runs if r.data.params.get("evaluation.engine.doc_shards") == "2"]
+            assert ranked and {r.info.status for r in ranked} == {"FINISHED"}  # rank by block
             assert {r.info.status for r in runs} == {"FINISHED"}
             pids = {r.data.tags.get("arecall.pid") for r in points}
             assert len(pids) >= 2  # both worker processes ran points

@@ -19,7 +19,7 @@ class _Scorer:
 
 def test_the_rank_stages_bar_is_drawn_on_a_terminal_only(capsys):
     """A redirected stderr (a log file, CI) gets no tqdm updates: they were 150 per run."""
-    from arecall.pipeline.stages.rank import _score_chunks
+    from arecall.core.rank_blocks import _score_chunks
 
     chunks = list(_score_chunks(_Scorer(), ["q"] * 50, 5))
     assert len(chunks) == 10

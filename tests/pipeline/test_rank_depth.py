@@ -22,10 +22,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from arecall.core.placement import place_all
-from arecall.core.ranking import rank_queries, rank_scores
+from arecall.core.ranking import Ranking, rank_queries, rank_scores
 from arecall.core.schema import ConfigProblem
 from arecall.core.scoring import score_pairs
 from arecall.data.authorization import apply_profiles
+from arecall.data.collection import Collection
 from arecall.data.sources import load_corpus
 from arecall.pipeline.config import default_config
 from arecall.pipeline.layout import Layout
@@ -36,7 +37,7 @@ from arecall.pipeline.stages.rank import (
     representation,
     representation_line,
 )
-from arecall.retrievers import make_retriever
+from arecall.retrievers import fit_on, make_retriever
 
 K_MAX = 10
 
@@ -187,10 +188,25 @@ def test_the_rank_stage_writes_and_prints_its_choice(tmp_path, monkeypatch, caps
     )
     layout = Layout.run(tmp_path)
     generate(cfg, layout)
+    c = Collection.load(layout.corpus)
     monkeypatch.setenv("ARECALL_PROGRESS", "1")
-    ranking = rank(cfg, layout)
+    returned = rank(cfg, layout)
+    ranking = Ranking.load(layout.ranking)
     saved = json.loads(layout.ranking.with_name("rank.json").read_text())[REPRESENTATION_KEY]
-    assert saved == representation(ranking, 10)
+    assert saved == returned
+    whole = rank_queries(  # the one-process ranking, with its sizes
+        [
+            fit_on(make_retriever(cfg["retriever"]), c.documents, c.queries).score(
+                c.queries["text"].tolist()
+            )
+        ],
+        n_queries=len(c.queries),
+        depth=10,
+        acl=c.acl_matrix(),
+        k_max=10,
+        relevance=c.relevance_matrix(),
+    )
+    assert saved == representation(whole, 10)
     assert saved["entries"] == len(ranking.doc_index) + len(ranking.tail_doc)
     assert saved["entries"] <= min(saved["if_head_and_tails"], saved["if_ranked_to_needed_depth"])
     out = capsys.readouterr().out

@@ -44,7 +44,13 @@ from arecall.core.ragged import (
 )
 from arecall.io.atomic import write_npz
 
-__all__ = ["TIE_DECIMALS", "Ranking", "rank_queries", "rank_scores"]
+__all__ = [
+    "RANKING_FIELDS",
+    "TIE_DECIMALS",
+    "Ranking",
+    "rank_queries",
+    "rank_scores",
+]
 
 TIE_DECIMALS = 12
 # One int64 sort key per entry: the row above bit 52, the 12-decimal score grid below. Exact for
@@ -56,7 +62,7 @@ _PACKED_LIMIT = float(1 << 12)
 _PACKED_ROWS = 1 << 11
 #: What `Ranking.sizes` counts (summed over blocks; plus ``queries``).
 _SIZES = ("head_entries", "tail_entries", "depth_entries", "kept_entries", "queries_as_tails")
-_FIELDS = (
+RANKING_FIELDS = (
     "indptr",
     "doc_index",
     "score",
@@ -67,6 +73,18 @@ _FIELDS = (
     "tail_doc",
     "tail_rank",
 )
+#: Each field's dtype, as `rank_queries` makes it.
+_FIELD_TYPES = {
+    "indptr": np.int64,
+    "doc_index": np.int32,
+    "score": np.float64,
+    "first_relevant": np.int64,
+    "n_positive": np.int64,
+    "tail_principal": np.int32,
+    "tail_query": np.int32,
+    "tail_doc": np.int32,
+    "tail_rank": np.int32,
+}
 
 
 @dataclass(frozen=True)
@@ -136,14 +154,14 @@ class Ranking:
 
     def save(self, path: str | Path) -> None:
         """Write as an uncompressed ``.npz`` (plain arrays; read back without pickle)."""
-        write_npz(path, {f: getattr(self, f) for f in _FIELDS})
+        write_npz(path, {f: getattr(self, f) for f in RANKING_FIELDS})
 
     @classmethod
     def load(cls, path: str | Path) -> Ranking:
         if not Path(path).is_file():
             raise ArecallError(f"{path}: missing; run the rank stage first")
         with np.load(path, allow_pickle=False) as z:
-            return cls(**{f: z[f] for f in _FIELDS})
+            return cls(**{f: z[f] for f in RANKING_FIELDS})
 
 
 def _sorted_block(
@@ -202,7 +220,8 @@ def _first_relevant(
 
 @dataclass
 class _Block:
-    """What `_rank_block` keeps of one block of queries."""
+    """What `_rank_block` keeps of one block of queries (``needed``: per query, the depth its
+    pre lists reach in the full ranking, which a sharded ranking checks its exactness by)."""
 
     lengths: np.ndarray
     docs: np.ndarray
@@ -211,6 +230,28 @@ class _Block:
     n_positive: np.ndarray
     tails: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     sizes: dict[str, int]
+    needed: np.ndarray
+
+
+def _pre_needs(
+    rows: np.ndarray,
+    docs: np.ndarray,
+    rank: np.ndarray,
+    allowed: np.ndarray,
+    k_max: int,
+    needed: np.ndarray,
+) -> Iterable[tuple[int, np.ndarray]]:
+    """Per principal, the entries of its first ``k_max`` authorized documents per query
+    (entries in ranked order); raises ``needed`` in place to the depth the deepest reaches."""
+    for p in range(allowed.shape[0]):
+        at = np.flatnonzero(allowed[p][docs])  # principal p's documents, in ranked order
+        if not len(at):
+            continue
+        at = at[positions_in_runs(rows[at]) < k_max]  # its first k_max per query
+        r = rows[at]
+        last = at[np.r_[r[1:] != r[:-1], True]]  # one per query: its deepest needed item
+        needed[rows[last]] = np.maximum(needed[rows[last]], rank[last] + 1)
+        yield p, at
 
 
 def _rank_block(
@@ -221,11 +262,16 @@ def _rank_block(
     k_max: int,
     rel: sp.csr_matrix | None,
     every_entry: bool = False,
+    n_positive: np.ndarray | None = None,
 ) -> _Block:
-    """Rank one block of queries and keep, per query, the smaller exact representation."""
+    """Rank one block of queries and keep, per query, the smaller exact representation.
+
+    ``n_positive`` (per query) is the full ranking's length when ``block`` holds only its
+    first entries (a merge of document shards); by default, what ``block`` holds."""
     n_rows = block.shape[0]
     rows, docs, scores, rank = _sorted_block(block, every_entry)
-    n_positive = np.bincount(rows, minlength=n_rows).astype(np.int64)
+    if n_positive is None:
+        n_positive = np.bincount(rows, minlength=n_rows).astype(np.int64)
     first_relevant = (
         np.zeros(n_rows, dtype=np.int64)
         if rel is None
@@ -236,15 +282,8 @@ def _rank_block(
     n_tails = np.zeros(n_rows, dtype=np.int64)
     found: list[tuple[int, np.ndarray]] = []
     if head_depth is not None and allowed is not None and (head < n_positive).any():
-        for p in range(allowed.shape[0]):
-            at = np.flatnonzero(allowed[p][docs])  # principal p's documents, in ranked order
-            if not len(at):
-                continue
-            at = at[positions_in_runs(rows[at]) < k_max]  # its first k_max per query
-            r = rows[at]
-            last = at[np.r_[r[1:] != r[:-1], True]]  # one per query: its deepest needed item
-            needed[rows[last]] = np.maximum(needed[rows[last]], rank[last] + 1)
-            below = at[rank[at] >= head[r]]
+        for p, at in _pre_needs(rows, docs, rank, allowed, k_max, needed):
+            below = at[rank[at] >= head[rows[at]]]
             if len(below):
                 n_tails += np.bincount(rows[below], minlength=n_rows)
                 found.append((p, below))
@@ -277,7 +316,14 @@ def _rank_block(
         "queries_as_tails": int((as_tails & (n_tails > 0)).sum()),
     }
     return _Block(
-        kept.astype(np.int64), docs[keep], scores[keep], first_relevant, n_positive, tails, sizes
+        kept.astype(np.int64),
+        docs[keep],
+        scores[keep],
+        first_relevant,
+        n_positive,
+        tails,
+        sizes,
+        needed,
     )
 
 
@@ -286,10 +332,11 @@ def rank_queries(
     *,
     n_queries: int,
     depth: int | None = None,
-    acl: sp.spmatrix | None = None,
+    acl: sp.spmatrix | np.ndarray | None = None,
     k_max: int = 1,
     relevance: sp.spmatrix | None = None,
     every_entry: bool = False,
+    first_query: int = 0,
 ) -> Ranking:
     """Rank every query's positive scores, as deep as ``depth`` and the pre-filter need.
 
@@ -313,6 +360,10 @@ def rank_queries(
     every_entry : bool
         Rank every stored entry, whatever its sign, not only positive scores: for a dense
         retriever that scores every document (``n_positive`` then counts them all).
+    first_query : int
+        The first row's query number, when the chunks are one block of a larger query set
+        (``relevance`` then holds the block's rows): the tails name queries by it, so blocks
+        ranked apart join into the ranking of the whole set (`arecall.core.rank_blocks`).
 
     Examples
     --------
@@ -340,28 +391,39 @@ def rank_queries(
             q += block.shape[0]
     if q != n_queries:
         raise ValueError(f"score chunks held {q} rows, expected {n_queries}")
+    return _ranking_of(blocks, n_queries, first_query)
 
-    def joined(arrays: list[np.ndarray], dtype: type) -> np.ndarray:
-        return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.zeros(0, dtype)
 
+def _joined(arrays: list[np.ndarray], dtype: type) -> np.ndarray:
+    return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.zeros(0, dtype)
+
+
+def _ranking_of(blocks: list[_Block], n_queries: int, first_query: int = 0) -> Ranking:
+    """The ranking of consecutive blocks (their tails' queries numbered from ``first_query``)."""
     sizes = {key: sum(b.sizes[key] for b in blocks) for key in _SIZES}
     sizes["queries"] = n_queries
+    tail_query = _joined([b.tails[1] for b in blocks], np.int32)
+    if first_query:
+        tail_query = (tail_query + first_query).astype(np.int32)
     return Ranking(
-        indptr=offsets(joined([b.lengths for b in blocks], np.int64)),
-        doc_index=joined([b.docs for b in blocks], np.int32),
-        score=joined([b.scores for b in blocks], np.float64),
-        first_relevant=joined([b.first_relevant for b in blocks], np.int64),
-        n_positive=joined([b.n_positive for b in blocks], np.int64),
-        tail_principal=joined([b.tails[0] for b in blocks], np.int32),
-        tail_query=joined([b.tails[1] for b in blocks], np.int32),
-        tail_doc=joined([b.tails[2] for b in blocks], np.int32),
-        tail_rank=joined([b.tails[3] for b in blocks], np.int32),
+        indptr=offsets(_joined([b.lengths for b in blocks], np.int64)),
+        doc_index=_joined([b.docs for b in blocks], np.int32),
+        score=_joined([b.scores for b in blocks], np.float64),
+        first_relevant=_joined([b.first_relevant for b in blocks], np.int64),
+        n_positive=_joined([b.n_positive for b in blocks], np.int64),
+        tail_principal=_joined([b.tails[0] for b in blocks], np.int32),
+        tail_query=tail_query,
+        tail_doc=_joined([b.tails[2] for b in blocks], np.int32),
+        tail_rank=_joined([b.tails[3] for b in blocks], np.int32),
         sizes=sizes,
     )
 
 
-def _dense_acl(acl: sp.spmatrix) -> np.ndarray:
-    """The ACL as a dense principals × documents bool array (row p: one contiguous gather)."""
+def _dense_acl(acl: sp.spmatrix | np.ndarray) -> np.ndarray:
+    """The ACL as a dense principals × documents bool array (row p: one contiguous gather);
+    one already dense is used as it is."""
+    if isinstance(acl, np.ndarray) and acl.dtype == bool and acl.flags.c_contiguous:
+        return acl
     return np.ascontiguousarray(np.asarray(sp.csr_matrix(acl).toarray(), dtype=bool))
 
 

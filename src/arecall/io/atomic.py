@@ -46,7 +46,7 @@ import tempfile
 import threading
 import time
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import FrameType
@@ -60,8 +60,10 @@ __all__ = [
     "atomic_path",
     "current_umask",
     "remove_stale",
+    "temporary_directory",
     "write_json",
     "write_npz",
+    "write_npz_pieces",
     "write_parquet",
     "write_text",
     "write_with",
@@ -126,9 +128,17 @@ def _remove_live() -> None:
     mine = f".{os.getpid()}."
     for name in list(_LIVE):
         if mine in os.path.basename(name):
-            with suppress(OSError):
-                os.unlink(name)
+            _remove(name)
     _LIVE.clear()
+
+
+def _remove(name: str) -> None:
+    """Remove a temporary file, or a temporary directory with what it holds."""
+    if os.path.isdir(name) and not os.path.islink(name):
+        shutil.rmtree(name, ignore_errors=True)
+        return
+    with suppress(OSError):
+        os.unlink(name)
 
 
 def _on_fatal_signal(signum: int, frame: FrameType | None) -> None:
@@ -199,7 +209,10 @@ def remove_stale(path: str | os.PathLike[str]) -> list[Path]:
                 else now - entry.stat(follow_symlinks=False).st_mtime > LEGACY_AGE
             )
             if stale:
-                os.unlink(entry.path)
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
                 removed.append(Path(entry.path))
         except (OSError, OverflowError):
             continue  # gone already, or not ours to remove
@@ -269,6 +282,41 @@ def _temporary(directory: Path | None, target: Path) -> Iterator[Path]:
     finally:
         with suppress(FileNotFoundError):
             tmp.unlink()
+        _LIVE.discard(name)
+
+
+@contextmanager
+def temporary_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """A live temporary directory beside ``path`` for the pieces of its write, removed with all
+    it holds when the block ends — or, like a temporary file, on SIGTERM/SIGHUP, and after a
+    kill -9 by the next write to ``path`` (`remove_stale`: it is named as the files are).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> target = Path(tempfile.mkdtemp()) / "ranking.npz"
+    >>> with temporary_directory(target) as d:
+    ...     _ = (d / "part.npz").write_bytes(b"x")
+    ...     d.name.startswith(".ranking.npz.")
+    True
+    >>> d.exists()
+    False
+    """
+    target = Path(path)
+    _guard_signals()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale(target)
+        name = tempfile.mkdtemp(
+            prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=target.parent
+        )
+    except OSError as exc:
+        raise _cannot_write(target, exc) from None
+    _LIVE.add(name)
+    try:
+        yield Path(name)
+    finally:
+        _remove(name)
         _LIVE.discard(name)
 
 
@@ -350,15 +398,59 @@ def write_npz(path: str | os.PathLike[str], arrays: dict[str, np.ndarray]) -> No
     hash (and so ``dvc.lock``) on every run; here equal arrays give equal bytes. The result reads
     back with ``numpy.load(path, allow_pickle=False)``.
     """
+    held = {name: np.ascontiguousarray(a) for name, a in arrays.items()}
+    write_npz_pieces(path, {name: (a.dtype, a.shape, _whole(a)) for name, a in held.items()})
+
+
+def _whole(array: np.ndarray) -> Callable[[], Iterable[np.ndarray]]:
+    """``array`` as the one piece of a `write_npz_pieces` member."""
+    return lambda: [array]
+
+
+#: One member of `write_npz_pieces`: its dtype, shape, and a callable giving its pieces.
+NpzMember = tuple[Any, tuple[int, ...], Callable[[], Iterable[np.ndarray]]]
+
+
+def write_npz_pieces(path: str | os.PathLike[str], members: Mapping[str, NpzMember]) -> None:
+    """`write_npz`'s bytes, each array written from consecutive pieces (C order).
+
+    Why: joining a ranking made in blocks needs one array's pieces in memory at a time, not
+    every array whole; the file is byte-identical to `write_npz` of the joined arrays.
+    A member's pieces must add up to its shape (checked: nothing half-written otherwise).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> x = np.arange(5)
+    >>> write_npz(d / "a.npz", {"x": x})
+    >>> write_npz_pieces(d / "b.npz", {"x": (x.dtype, x.shape, lambda: [x[:2], x[2:]])})
+    >>> (d / "a.npz").read_bytes() == (d / "b.npz").read_bytes()
+    True
+    """
 
     def _write(tmp: Path) -> None:
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as zf:
-            for name in sorted(arrays):
+            for name in sorted(members):
+                dtype, shape, pieces = members[name]
+                dtype = np.dtype(dtype)
                 info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
                 with zf.open(info, "w", force_zip64=True) as fh:
-                    np.lib.format.write_array(
-                        fh, np.ascontiguousarray(arrays[name]), allow_pickle=False
+                    np.lib.format.write_array_header_1_0(
+                        fh,
+                        {
+                            "descr": np.lib.format.dtype_to_descr(dtype),
+                            "fortran_order": False,
+                            "shape": tuple(shape),
+                        },
                     )
+                    written = 0
+                    for piece in pieces():
+                        data = np.ascontiguousarray(piece, dtype=dtype)
+                        fh.write(data.tobytes())
+                        written += data.size
+                    if written != int(np.prod(shape, dtype=np.int64)):
+                        raise ValueError(f"{name}: pieces held {written} items, shape {shape}")
 
     write_with(path, _write)
 

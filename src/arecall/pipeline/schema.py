@@ -101,7 +101,8 @@ class ProofConfig:
 
 @dataclass
 class EngineConfig:
-    """Where the score and prove stages' per-principal work runs (`arecall.core.engine`).
+    """Where the rank stage's query blocks and the score and prove stages' per-principal work
+    run (`arecall.core.engine`).
 
     The results are byte-identical whatever the engine: principals are cut into blocks, each
     block computed anywhere, the blocks' arrays joined in order, and every mean, resample and
@@ -117,6 +118,13 @@ class EngineConfig:
     block_principals : int
         Principals per block (one task each on a cluster); 0 sizes blocks to about 4M list
         cells.
+    block_queries : int
+        The rank stage's queries per block (one task each on a cluster; each block writes its
+        part of the ranking); 0 sizes blocks to about 64M score cells
+        (`arecall.core.rank_blocks.auto_block`).
+    doc_shards : int
+        Document shards the rank stage scores apart and merges per query (1: none); for
+        document sets one process cannot score at once.
     """
 
     name: str = setting("local", one_of("local", "dask"))
@@ -124,6 +132,8 @@ class EngineConfig:
         "", Rule("a scheduler address (tcp://host:port) or empty", lambda v: v == "" or "://" in v)
     )
     block_principals: int = setting(0, NON_NEGATIVE)
+    block_queries: int = setting(0, NON_NEGATIVE)
+    doc_shards: int = setting(1, POSITIVE)
 
     def problems(self) -> Iterator[tuple[str, str, Any]]:
         """``dask`` needs a scheduler: refused here, not by the score stage after three ran."""

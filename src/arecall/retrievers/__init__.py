@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from arecall.core.errors import ArecallError
 from arecall.core.registry import Registered, Registry
 from arecall.core.schema import select
 from arecall.retrievers.schema import (
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RETRIEVERS",
     "Retriever",
+    "document_shard",
     "fit_on",
     "make_retriever",
     "query_inputs",
@@ -85,6 +87,27 @@ def query_inputs(retriever: Any, queries: pd.DataFrame) -> list[str]:
     if getattr(retriever, "keyed", False):
         return queries["query_id"].astype(str).tolist()
     return queries["text"].tolist()
+
+
+def document_shard(retriever: Any, start: int, stop: int) -> Any:
+    """``retriever`` (fitted) restricted to documents ``start:stop``: what one document shard of
+    the rank stage scores (`arecall.core.rank_blocks`). Every built-in retriever has one.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> docs = pd.DataFrame({"doc_id": ["a", "b", "c"], "text": ["red apple", "sky", "apple"]})
+    >>> r = fit_on(make_retriever({"name": "tfidf"}), docs, pd.DataFrame())
+    >>> (document_shard(r, 1, 3).score(["apple"]) != r.score(["apple"])[:, 1:3]).nnz
+    0
+    """
+    shard = getattr(retriever, "document_shard", None)
+    if shard is None:
+        raise ArecallError(
+            f"evaluation.engine.doc_shards: {type(retriever).__name__} cannot score a shard of "
+            "the documents; set evaluation.engine.doc_shards=1"
+        )
+    return shard(start, stop)
 
 
 def ranks_every_document(retriever: Any) -> bool:

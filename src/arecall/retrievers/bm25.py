@@ -19,6 +19,7 @@ Scores are float32, bm25s's precision.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple, overload
@@ -150,6 +151,15 @@ class BM25:
         )
         counts.sum_duplicates()  # a repeated query term counts again, as in bm25s
         return positive_part(counts @ self._terms)
+
+    def document_shard(self, start: int, stop: int) -> BM25:
+        """This fitted retriever restricted to documents ``start:stop`` (their columns of
+        `score`, the same numbers; global statistics such as the idf stay the whole corpus's):
+        one document shard of the rank stage (`arecall.core.rank_blocks`)."""
+        shard = copy.copy(self)
+        shard._terms = self._terms[:, start:stop]
+        shard.model = None  # bm25s's own index: scoring reads only the term matrix
+        return shard
 
 
 class _Tokenized(NamedTuple):

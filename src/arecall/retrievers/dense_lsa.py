@@ -21,6 +21,7 @@ themselves, for a vector index (e.g. faiss inner product) to reuse.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -167,3 +168,11 @@ class DenseLSA:
         if not blocks:
             return sp.csr_matrix((0, n_docs), dtype=np.float32)
         return sp.vstack(blocks, format="csr")
+
+    def document_shard(self, start: int, stop: int) -> DenseLSA:
+        """This fitted retriever restricted to documents ``start:stop`` (their columns of
+        `score`, the same numbers; global statistics such as the idf stay the whole corpus's):
+        one document shard of the rank stage (`arecall.core.rank_blocks`)."""
+        shard = copy.copy(self)
+        shard._docs = self._docs[start:stop]
+        return shard

@@ -22,6 +22,7 @@ A keyed retriever: the stages give it the corpus's ids (`fit_corpus`) and score 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
@@ -173,6 +174,17 @@ retriever=embeddings (a .parquet or .npy file), got null
         indptr = np.arange(0, (n_q + 1) * n_docs, n_docs, dtype=np.int64)
         indices = np.tile(np.arange(n_docs, dtype=np.int32 if n_docs < 2**31 else np.int64), n_q)
         return sp.csr_matrix((dense.ravel(), indices, indptr), shape=(n_q, n_docs))
+
+    def document_shard(self, start: int, stop: int) -> Embeddings:
+        """This fitted retriever restricted to documents ``start:stop`` (their columns of
+        `score`, the same numbers; global statistics such as the idf stay the whole corpus's):
+        one document shard of the rank stage (`arecall.core.rank_blocks`)."""
+        shard = copy.copy(self)
+        shard._docs = self._docs[start:stop]
+        shard._doc_norms = self._doc_norms[start:stop]
+        if self._docs64 is not None:
+            shard._docs64 = self._docs64[start:stop]
+        return shard
 
     def embed_documents(self) -> npt.NDArray[np.float32]:
         """The documents' vectors for a vector index: unit rows under ``cosine``, else as given."""

@@ -19,6 +19,7 @@ token vectors), no torch, so the install stays light. The retriever
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -232,6 +233,14 @@ class Model2Vec:
     def score(self, queries: Sequence[str]) -> sp.csr_matrix:
         """As `Embeddings.score` (queries by id)."""
         return self._fitted().score(queries)
+
+    def document_shard(self, start: int, stop: int) -> Model2Vec:
+        """This fitted retriever restricted to documents ``start:stop`` (their columns of
+        `score`, the same numbers; global statistics such as the idf stay the whole corpus's):
+        one document shard of the rank stage (`arecall.core.rank_blocks`)."""
+        shard = copy.copy(self)
+        shard._inner = self._fitted().document_shard(start, stop)
+        return shard
 
     def embed_documents(self) -> npt.NDArray[np.float32]:
         """As `Embeddings.embed_documents`."""

@@ -9,6 +9,7 @@ cross-check the built-in one.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -52,3 +53,11 @@ class SklearnTfidf:
 
     def score(self, queries: Sequence[str]) -> sp.csr_matrix:
         return (self._vectorizer.transform(queries) @ self._terms_by_docs).tocsr()
+
+    def document_shard(self, start: int, stop: int) -> SklearnTfidf:
+        """This fitted retriever restricted to documents ``start:stop`` (their columns of
+        `score`, the same numbers; global statistics such as the idf stay the whole corpus's):
+        one document shard of the rank stage (`arecall.core.rank_blocks`)."""
+        shard = copy.copy(self)
+        shard._terms_by_docs = self._terms_by_docs[:, start:stop]
+        return shard

@@ -12,6 +12,7 @@ object is created per token, and a million documents take seconds.
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -205,3 +206,11 @@ class SeedTfidf:
         norm = np.sqrt(sq_norm)
         norm[norm == 0] = 1.0
         return (sp.diags(1.0 / norm) @ weighted @ self._terms_by_docs).tocsr()
+
+    def document_shard(self, start: int, stop: int) -> SeedTfidf:
+        """This fitted retriever restricted to documents ``start:stop`` (their columns of
+        `score`, the same numbers; global statistics such as the idf stay the whole corpus's):
+        one document shard of the rank stage (`arecall.core.rank_blocks`)."""
+        shard = copy.copy(self)
+        shard._terms_by_docs = self._terms_by_docs[:, start:stop]
+        return shard

@@ -8,22 +8,34 @@ head + tails or ranked to the needed depth, whichever has fewer entries; see
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-import scipy.sparse as sp
-from tqdm import tqdm
-
-from arecall.core.ranking import Ranking, rank_queries
+from arecall.core.engine import Engine, make_engine
+from arecall.core.rank_blocks import RankSettings, rank_by_block
+from arecall.core.ranking import Ranking
 from arecall.data.collection import Collection
 from arecall.io.atomic import write_json
 from arecall.pipeline.budget import check_lists_memory
 from arecall.pipeline.config import ks_of
 from arecall.pipeline.layout import Layout
 from arecall.pipeline.stages import progress_shown, run_stage
-from arecall.retrievers import fit_on, make_retriever, query_inputs, ranks_every_document
+from arecall.retrievers import (
+    document_shard,
+    fit_on,
+    make_retriever,
+    query_inputs,
+    ranks_every_document,
+)
 
-__all__ = ["REPRESENTATION_KEY", "rank", "representation", "representation_line"]
+__all__ = [
+    "REPRESENTATION_KEY",
+    "rank",
+    "rank_engine",
+    "representation",
+    "representation_line",
+    "representation_of",
+]
 
 #: rank.json's key for how the ranking is stored (what tracking logs).
 REPRESENTATION_KEY = "representation"
@@ -35,6 +47,7 @@ def representation(ranking: Ranking, depth: int | None) -> dict[str, Any]:
     Examples
     --------
     >>> import scipy.sparse as sp
+    >>> from arecall.core.ranking import rank_queries
     >>> acl = sp.csr_matrix([[False, False, True], [False, True, True], [False, True, False]])
     >>> r = rank_queries([sp.csr_matrix([[0.9, 0.8, 0.7]])], n_queries=1, depth=1, acl=acl,
     ...                  k_max=1)  # 1 head + 3 tails, or the 3 documents ranked
@@ -42,8 +55,20 @@ def representation(ranking: Ranking, depth: int | None) -> dict[str, Any]:
     >>> rep["chosen"], rep["entries"], rep["if_head_and_tails"]
     ('ranked to the needed depth', 3, 4)
     """
-    s = ranking.sizes
-    queries = int(s.get("queries", ranking.n_queries))
+    return representation_of(
+        {**ranking.sizes, "queries": ranking.sizes.get("queries", ranking.n_queries)},
+        ranked_entries=len(ranking.doc_index),
+        tail_entries=len(ranking.tail_doc),
+        depth=depth,
+    )
+
+
+def representation_of(
+    s: Mapping[str, int], *, ranked_entries: int, tail_entries: int, depth: int | None
+) -> dict[str, Any]:
+    """`representation` from the ranking's sizes and entry counts, without the ranking itself
+    (the rank stage writes it in blocks and does not hold it)."""
+    queries = int(s["queries"])
     as_tails = int(s.get("queries_as_tails", 0))
     if depth is None:
         chosen = "full ranking"
@@ -56,14 +81,14 @@ def representation(ranking: Ranking, depth: int | None) -> dict[str, Any]:
     return {
         "depth": depth,
         "chosen": chosen,
-        "entries": int(len(ranking.doc_index) + len(ranking.tail_doc)),
-        "ranked_entries": len(ranking.doc_index),
-        "tail_entries": len(ranking.tail_doc),
+        "entries": int(ranked_entries + tail_entries),
+        "ranked_entries": int(ranked_entries),
+        "tail_entries": int(tail_entries),
         "queries": queries,
         "queries_head_and_tails": as_tails,
         "queries_ranked_to_needed_depth": queries - as_tails,
         "if_head_and_tails": int(s.get("head_entries", 0) + s.get("tail_entries", 0)),
-        "if_ranked_to_needed_depth": int(s.get("depth_entries", len(ranking.doc_index))),
+        "if_ranked_to_needed_depth": int(s.get("depth_entries", ranked_entries)),
     }
 
 
@@ -88,18 +113,13 @@ def representation_line(rep: Mapping[str, Any]) -> str:
     )
 
 
-def _score_chunks(retriever: Any, texts: list[str], chunk: int) -> Iterator[sp.spmatrix]:
-    """The retriever's scores, chunk by chunk; a bar past one chunk, on a terminal only (tqdm's
-    ``disable=None``: none into a redirected stderr)."""
-    bar = len(texts) > chunk
-    for start in tqdm(
-        range(0, len(texts), chunk), desc="rank", unit="chunk", disable=None if bar else True
-    ):
-        yield retriever.score(texts[start : start + chunk])
+def rank(cfg: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
+    """Fit the retriever on the documents and rank every query, as deep as exactness needs;
+    return how the ranking is stored (rank.json's `representation`).
 
-
-def rank(cfg: Mapping[str, Any], layout: Layout) -> Ranking:
-    """Fit the retriever on the documents and rank every query, as deep as exactness needs.
+    The queries rank in blocks, and the documents in shards if asked, on the engine
+    ``evaluation.engine`` names (`arecall.core.rank_blocks`): the ranking file is byte-identical
+    whatever the engine, block size and shards.
 
     ``cfg`` is the checked configuration: a ``retriever.depth`` below the largest K was refused
     there (`arecall.pipeline.schema.check_depth`), once, before any stage ran."""
@@ -112,21 +132,43 @@ def rank(cfg: Mapping[str, Any], layout: Layout) -> Ranking:
     n_docs = len(collection.documents)
     # a dense retriever's chunk is queries × documents floats: cap it at ~64M cells
     chunk = max(1, min(rcfg["chunk_queries"], (1 << 26) // max(n_docs, 1)))
-    ranking = rank_queries(
-        _score_chunks(retriever, query_inputs(retriever, collection.queries), chunk),
-        n_queries=len(collection.queries),
+    settings = RankSettings(
+        n_docs=n_docs,
         depth=rcfg["depth"],
-        acl=collection.acl_matrix(),
         k_max=max(ks_of(cfg)),
-        relevance=collection.relevance_matrix(),
         every_entry=ranks_every_document(retriever),
+        chunk=chunk,
     )
-    ranking.save(layout.ranking)
-    rep = representation(ranking, rcfg["depth"])
+    ecfg = cfg["evaluation"]["engine"]
+    with rank_engine(ecfg) as engine:
+        sizes = rank_by_block(
+            retriever,
+            query_inputs(retriever, collection.queries),
+            layout.ranking,
+            settings=settings,
+            engine=engine,
+            block_queries=ecfg["block_queries"],
+            doc_shards=ecfg["doc_shards"],
+            acl=collection.acl_matrix(),
+            relevance=collection.relevance_matrix(),
+            shard_of=document_shard,
+        )
+    rep = representation_of(
+        sizes,
+        ranked_entries=sizes["stored_ranked"],
+        tail_entries=sizes["stored_tails"],
+        depth=rcfg["depth"],
+    )
     write_json(layout.rank_info, {REPRESENTATION_KEY: rep})
     if progress_shown():
         print(f"arecall: rank: {representation_line(rep)}", flush=True)
-    return ranking
+    return rep
+
+
+def rank_engine(ecfg: Mapping[str, Any]) -> Engine:
+    """The engine of ``evaluation.engine`` for ranking: its blocks are ``block_queries``
+    queries (``block_principals`` sizes the score and prove stages' blocks, not these)."""
+    return make_engine(ecfg["name"], ecfg["scheduler"] or None)
 
 
 if __name__ == "__main__":
