@@ -21,8 +21,14 @@ lines), with a ``--principals``-principal group ACL (documents granted to one of
 2% also to one principal; each principal in 3 groups), and ``--dask``: the same evaluation on
 a local Dask cluster (2 workers on 127.0.0.1), whose report must be byte-identical.
 
+``breakdown`` — where an evaluation with the ACL spends its CPU, in one process: the CPU time
+of the calling thread in each part (reading the ACL, looking documents up in it, preparing a
+block, the pair kernel, tallying the pairs, the standard measures), summed over the blocks;
+Arrow's own reader threads are in the process total only. The profile the kernels are tuned by.
+
     .venv/bin/python benchmarks/bench_evaluate.py compare [--queries 9474 --depth 994]
     .venv/bin/python benchmarks/bench_evaluate.py scale --queries 100000 --depth 1000 --dask
+    .venv/bin/python benchmarks/bench_evaluate.py breakdown --queries 10000 --depth 1000
 
 The generated files live in a temporary directory (or ``--dir``, to keep and reuse them).
 """
@@ -417,9 +423,70 @@ def scale(args: argparse.Namespace, d: Path) -> None:
         print(f"| {name} | {row['wall']:.1f} s | {row['cpu']:.1f} s | {peak} |")
 
 
+# -- breakdown -----------------------------------------------------------------------------------
+
+
+def breakdown(args: argparse.Namespace, d: Path) -> None:
+    import threading
+
+    import arecall.evaluate.evaluation as evaluation
+    import arecall.evaluate.inputs as inputs
+    import arecall.evaluate.kernels as kernels
+    import arecall.evaluate.pairs as pairs
+    import arecall.io.acl as acl
+
+    if not (d / "run.trec").exists():
+        generate(d, args.queries, args.depth, args.seed)
+    if not (d / "acl.tsv").exists():
+        generate_acl(d, args.principals, args.seed)
+    parts: dict[str, list[float]] = {}
+    lock = threading.Lock()
+
+    def timing(owner: Any, name: str, label: str, *also: Any) -> None:
+        inner = getattr(owner, name)
+
+        def timed_part(*a: Any, **k: Any) -> Any:
+            wall, cpu = time.perf_counter(), time.thread_time()
+            try:
+                return inner(*a, **k)
+            finally:
+                with lock:
+                    row = parts.setdefault(label, [0.0, 0.0, 0])
+                    row[0] += time.thread_time() - cpu
+                    row[1] += time.perf_counter() - wall
+                    row[2] += 1
+
+        for where in (owner, *also):
+            setattr(where, name, timed_part)
+
+    timing(acl, "load_acl", "read the ACL and groups (load_acl)", inputs, evaluation)
+    timing(acl.Acl, "doc_patterns", "look documents up in the ACL (Acl.doc_patterns)")
+    timing(kernels, "prepare", "prepare a block, look-ups included (kernels.prepare)", evaluation)
+    timing(kernels, "pair_counts", "pair kernel (kernels.pair_counts)", evaluation)
+    timing(kernels, "standard", "standard measures (kernels.standard)", evaluation)
+    timing(pairs.Tallies, "add", "tally the pairs (pairs.Tallies.add)")
+    before, started = _own_usage()[1], time.perf_counter()
+    result = evaluation.evaluate(
+        d / "run.trec", d / "qrels.txt", d / "acl.tsv", groups=d / "groups.tsv", k=KS
+    )
+    result.summary()
+    peak, cpu = _own_usage()
+    print(
+        f"{args.queries:,} queries × {args.depth:,} results, {args.principals:,} principals; "
+        f"in process: {time.perf_counter() - started:.1f} s wall, {cpu - before:.1f} s CPU, "
+        f"peak {peak / 2**30:.2f} GiB; load average after: {os.getloadavg()[0]:.1f}"
+    )
+    print("\n| part | thread CPU | wall | calls |")
+    print("|---|--:|--:|--:|")
+    for label, (part_cpu, wall, calls) in sorted(parts.items(), key=lambda kv: -kv[1][0]):
+        print(f"| {label} | {part_cpu:.2f} s | {wall:.2f} s | {calls} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", nargs="?", choices=("compare", "scale"), default="compare")
+    parser.add_argument(
+        "what", nargs="?", choices=("compare", "scale", "breakdown"), default="compare"
+    )
     parser.add_argument("--queries", type=int, default=9_474)
     parser.add_argument("--depth", type=int, default=994)
     parser.add_argument("--principals", type=int, default=1_000)
@@ -432,11 +499,13 @@ def main() -> None:
     if args.dir:
         d = Path(args.dir)
         d.mkdir(parents=True, exist_ok=True)
-        (compare if args.what == "compare" else scale)(args, d)
+        _WHAT[args.what](args, d)
         return
     with tempfile.TemporaryDirectory(prefix="arecall-bench-") as tmp:
-        (compare if args.what == "compare" else scale)(args, Path(tmp))
+        _WHAT[args.what](args, Path(tmp))
 
+
+_WHAT = {"compare": compare, "scale": scale, "breakdown": breakdown}
 
 if __name__ == "__main__":
     main()

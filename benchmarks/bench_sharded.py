@@ -1,20 +1,27 @@
-"""Sharded evaluation (issue 13): ``arecall evaluate`` with an ACL, local engine vs a Dask cluster.
+"""Sharded evaluation (issues 13, 36): ``arecall evaluate`` with an ACL, local engine vs a Dask
+cluster, and what each part holds as pairs grow.
 
-    .venv/bin/python benchmarks/bench_sharded.py all [--queries 10000 --principals 250,500,1000]
+    .venv/bin/python benchmarks/bench_sharded.py all [--queries 10000 --principals 1000,10000]
 
 Writes a synthetic TREC run (``--queries`` × ``--depth`` results over ``--docs`` documents),
 qrels, an ACL naming groups and a groups file giving every principal ``--grants`` of
-``--groups`` groups, then runs ``arecall evaluate --acl … --groups …`` through its CLI entry
-(arecall's readers, the evaluate path) in a fresh process per measurement:
+``--groups`` groups, then runs `arecall.evaluate.evaluate` (arecall's readers, the evaluate
+path) in a fresh process per measurement, at each principal count:
 
-* **local** at each principal count: wall time and peak RSS (``wait4``), so the memory and time
-  per query-principal pair are the slope of a straight-line fit over the counts, and the largest
-  evaluation that fits in 8 GB is (8 GB − intercept) / slope;
-* **dask** at the largest count, on a cluster started here on the same cores (a scheduler in this
-  process and ``--workers`` worker processes of one thread, everything on 127.0.0.1): wall time
-  (cluster start excluded, reported on its own), the client's peak RSS, each worker's peak RSS,
-  and the bytes shipped (scattered once per worker, sent with the tasks, gathered back). The
-  JSON reports of both engines must be byte-identical (asserted).
+* **local**: wall time and peak RSS (``getrusage``), and the in-process time of the per-pair
+  kernel (`arecall.evaluate.pairs.reduce_block`, summed over blocks) per pair;
+* **dask**: on a loopback cluster started here — ``dask scheduler --host 127.0.0.1`` and
+  ``--workers`` ``dask worker --host 127.0.0.1 --nthreads 1`` processes (nannies, as users run
+  them), restarted before each measurement so each worker's peak is that measurement's — wall
+  time (cluster start excluded, reported on its own), the client's peak RSS, each worker's
+  peak RSS, the bytes gathered back to the client (dask's ``sizeof`` of the blocks' results,
+  which are tallies), and the kernel's time per pair on the workers (the task stream's compute
+  time of the ``reduce_block`` tasks). The JSON summaries of both engines must be
+  byte-identical (asserted).
+
+Then the client's memory per pair (the slope between the sizes) and the worker / local ratio
+of the kernel's per-pair time. Every process started here is stopped at the end, however it
+ends.
 
 ``one``: one measurement (used by ``all``; prints one JSON line).
 """
@@ -22,9 +29,11 @@ qrels, an ACL naming groups and a groups file giving every principal ``--grants`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -110,31 +119,71 @@ def generate(directory: Path, args: argparse.Namespace) -> None:
     )
 
 
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def one(args: argparse.Namespace) -> None:
     """One evaluation in this process; prints wall time, peak RSS and (dask) what was shipped."""
+    import arecall.evaluate.evaluation as evaluation
     from arecall.core.engine import make_engine
     from arecall.evaluate.evaluation import evaluate
 
     d = Path(args.dir)
     principals = [f"p{i}" for i in range(args.n_principals)]
+    kernel, kernel_cpu = [0.0], [0.0]
+    if args.engine == "local":  # the per-pair kernel's own time, as the task stream has it
+        reduce_block = evaluation.reduce_block
+
+        def timed(*a: Any, **kw: Any) -> Any:
+            t, cpu = time.perf_counter(), time.thread_time()
+            try:
+                return reduce_block(*a, **kw)
+            finally:
+                kernel[0] += time.perf_counter() - t
+                kernel_cpu[0] += time.thread_time() - cpu
+
+        evaluation.reduce_block = timed  # type: ignore[assignment]
     started = time.perf_counter()
     with make_engine(args.engine, args.scheduler, args.block or None) as engine:
-        ev = evaluate(
-            d / "run.trec",
-            d / "qrels.txt",
-            acl=d / "acl.tsv",
-            groups=d / "groups.tsv",
-            principals=principals,
-            k=args.k,
-            n_resamples=args.resamples,
-            engine=engine,
-        )
-        summary = ev.summary()
+        stream = contextlib.nullcontext()
+        if args.engine == "dask":  # the workers' CPU so far (their start, arecall's import)
+            before = engine.client.run(_cpu_seconds)  # type: ignore[attr-defined]
+            kernel_cpu[0] = -sum(before.values())
+        if args.engine == "dask":
+            import distributed
+
+            stream = distributed.get_task_stream(client=engine.client)  # type: ignore[attr-defined]
+        with stream as tasks:
+            ev = evaluate(
+                d / "run.trec",
+                d / "qrels.txt",
+                acl=d / "acl.tsv",
+                groups=d / "groups.tsv",
+                principals=principals,
+                k=args.k,
+                n_resamples=args.resamples,
+                engine=engine,
+            )
+            summary = ev.summary()
         shipped = getattr(engine, "shipped", [])
         workers_rss = {}
         if args.engine == "dask":
             workers_rss = engine.client.run(  # type: ignore[attr-defined]
                 lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            )
+            # the workers' CPU time during the evaluation: the kernel and everything a worker
+            # does for it (receiving, deserialising, sending back)
+            kernel_cpu[0] += sum(
+                engine.client.run(_cpu_seconds).values()  # type: ignore[attr-defined]
+            )
+            kernel[0] = sum(
+                part["stop"] - part["start"]
+                for task in tasks.data
+                if "reduce_block" in str(task["key"])
+                for part in task["startstops"]
+                if part["action"] == "compute"
             )
     wall = time.perf_counter() - started
     Path(args.out).write_text(json.dumps(summary, indent=2, sort_keys=True))
@@ -146,7 +195,12 @@ def one(args: argparse.Namespace) -> None:
                 "seconds": wall,
                 "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                 "workers_rss": sorted(workers_rss.values()),
-                "shipped": shipped,
+                "kernel_seconds": kernel[0],
+                "kernel_cpu": kernel_cpu[0],
+                "tasks": sum(x["tasks"] for x in shipped),
+                "gathered_bytes": sum(x["result_bytes"] for x in shipped),
+                "scattered_bytes": sum(x["shared_bytes"] * x["workers"] for x in shipped),
+                "task_bytes": sum(x["task_bytes"] for x in shipped),
             }
         )
     )
@@ -171,71 +225,272 @@ def _measure(
     return row
 
 
-def run_all(args: argparse.Namespace) -> None:
+@contextlib.contextmanager
+def loopback_cluster(directory: Path, workers: int, profile: bool = True) -> Any:
+    """``dask scheduler`` and ``workers`` ``dask worker`` processes (one thread each), every
+    socket on 127.0.0.1; yields the scheduler's address; stops every process it started."""
+    bin_dir = Path(sys.executable).parent
+    scheduler_file = directory / "scheduler.json"
+    # the HTTP servers listen on every interface unless told: bound to loopback like the rest
+    common = ["--host", "127.0.0.1", "--no-dashboard", "--dashboard-address", "127.0.0.1:0"]
+    procs: list[subprocess.Popen[bytes]] = []
+    logs = directory / "cluster.log"
+    env = dict(os.environ)
+    if not profile:  # Dask's statistical profiler samples every worker thread every 10 ms
+        env["DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED"] = "False"
+    try:
+        with logs.open("ab") as log:
+            procs.append(
+                subprocess.Popen(
+                    [
+                        str(bin_dir / "dask"),
+                        "scheduler",
+                        *common,
+                        "--port",
+                        "0",
+                        "--scheduler-file",
+                        str(scheduler_file),
+                        "--idle-timeout",
+                        "3600",
+                    ],
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=True,
+                )
+            )
+            deadline = time.monotonic() + 60
+            while not scheduler_file.is_file() or not scheduler_file.read_text().strip():
+                if time.monotonic() > deadline or procs[0].poll() is not None:
+                    raise SystemExit(f"the scheduler did not start: see {logs}")
+                time.sleep(0.2)
+            for i in range(workers):
+                procs.append(
+                    subprocess.Popen(
+                        [
+                            str(bin_dir / "dask"),
+                            "worker",
+                            *common,
+                            "--nthreads",
+                            "1",
+                            "--scheduler-file",
+                            str(scheduler_file),
+                            "--memory-limit",
+                            "6GiB",
+                            "--death-timeout",
+                            "60",
+                            "--local-directory",
+                            str(directory / f"worker-{i}"),
+                        ],
+                        stdout=log,
+                        stderr=log,
+                        start_new_session=True,
+                        env=env,
+                    )
+                )
+        time.sleep(0.2)
+        yield json.loads(scheduler_file.read_text())["address"]
+    finally:
+        for proc in reversed(procs):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+
+
+def _fresh_workers(address: str, workers: int) -> None:
+    """Restart the workers (each measurement's peak RSS its own) and import arecall on them."""
     import distributed
 
+    with distributed.Client(address, timeout=60) as client:
+        client.wait_for_workers(workers, timeout=120)
+        client.restart(timeout=120)
+        client.wait_for_workers(workers, timeout=120)
+        # a long-lived cluster has imported arecall once: not part of an evaluation
+        client.run(lambda: __import__("arecall.evaluate.evaluation"))
+
+
+def run_all(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         generate(d, args)
-        local = [_measure(args, d, n_p, "local") for n_p in args.principal_counts]
+        local = {n_p: _measure(args, d, n_p, "local") for n_p in args.principal_counts}
         started = time.perf_counter()
-        with distributed.LocalCluster(
-            n_workers=args.workers,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=None,
-            worker_dashboard_address=None,
-            silence_logs=40,
-        ) as cluster:
-            with distributed.Client(cluster.scheduler_address) as client:
-                client.wait_for_workers(args.workers)
-                # a long-lived cluster has imported arecall once: not part of an evaluation
-                client.run(lambda: __import__("arecall.evaluate.evaluation"))
+        with loopback_cluster(d, args.workers, profile=not args.no_profile) as address:
+            _fresh_workers(address, args.workers)
             cluster_start = time.perf_counter() - started
-            dask = _measure(args, d, args.principal_counts[-1], "dask", cluster.scheduler_address)
-    assert dask["summary"] == local[-1]["summary"], "dask and local summaries differ"
-    pairs = np.array([r["pairs"] for r in local], dtype=np.float64)
-    rss = np.array([r["rss"] for r in local], dtype=np.float64)
-    secs = np.array([r["seconds"] for r in local], dtype=np.float64)
-    slope, intercept = np.polyfit(pairs, rss, 1) if len(pairs) > 1 else (rss[0] / pairs[0], 0.0)
-    t_slope, t_icpt = np.polyfit(pairs, secs, 1) if len(pairs) > 1 else (secs[0] / pairs[0], 0.0)
-    fits = (8e9 - intercept) / slope
+            dask = {}
+            for n_p in args.principal_counts:
+                _fresh_workers(address, args.workers)
+                dask[n_p] = _measure(args, d, n_p, "dask", address)
+    for n_p in args.principal_counts:
+        assert dask[n_p]["summary"] == local[n_p]["summary"], f"summaries differ at {n_p}"
     print(
         f"synthetic: {args.queries:,} queries × {args.depth} results over {args.docs:,} documents; "
         f"ACL of {args.groups} groups, {args.grants} per principal; K = {args.k}; "
-        f"{args.resamples} resamples\n"
+        f"{args.resamples} resamples; cluster: scheduler + {args.workers} workers × 1 thread on "
+        f"127.0.0.1 (start {cluster_start:.1f} s, not included); summaries byte-identical\n"
     )
-    print("| engine | principals | pairs | wall time | peak RSS (client) | workers' peak RSS |")
-    print("|---|--:|--:|--:|--:|--:|")
-    for r in local:
+    print(
+        "| engine | principals | pairs | wall time | client peak RSS | workers' peak RSS "
+        "| gathered to the client | kernel µs per pair (wall) | CPU µs per pair |"
+    )
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for n_p in args.principal_counts:
+        for name, r in (("local", local[n_p]), (f"dask ({args.workers} × 1 thread)", dask[n_p])):
+            w = ", ".join(f"{x / GIB:.2f}" for x in r["workers_rss"]) or "–"
+            gathered = f"{r['gathered_bytes'] / 1e3:.1f} kB" if r["tasks"] else "–"
+            print(
+                f"| {name} | {n_p:,} | {r['pairs']:,} | {r['seconds']:.1f} s "
+                f"| {r['rss'] / GIB:.2f} GiB | {w} | {gathered} "
+                f"| {r['kernel_seconds'] / r['pairs'] * 1e6:.3f} "
+                f"| {r['kernel_cpu'] / r['pairs'] * 1e6:.3f} |"
+            )
+    print()
+    for n_p in args.principal_counts:
+        r, loc = dask[n_p], local[n_p]
         print(
-            f"| local | {r['pairs'] // args.queries:,} | {r['pairs']:,} | {r['seconds']:.1f} s "
-            f"| {r['rss'] / GIB:.2f} GiB | – |"
+            f"{r['pairs']:,} pairs: dask/local wall {r['seconds'] / loc['seconds']:.2f}×, "
+            f"per pair on a worker / local kernel: wall "
+            f"{r['kernel_seconds'] / loc['kernel_seconds']:.2f}×, CPU "
+            f"{r['kernel_cpu'] / loc['kernel_cpu']:.2f}×; "
+            f"{r['tasks']} tasks, {r['scattered_bytes'] / 1e6:.1f} MB scattered (all workers), "
+            f"{r['task_bytes'] / 1e6:.1f} MB with the tasks, {r['gathered_bytes']:,} bytes "
+            f"gathered ({r['gathered_bytes'] / r['pairs']:.2e} B per pair)"
         )
-    w = ", ".join(f"{x / GIB:.2f}" for x in dask["workers_rss"])
+    if len(args.principal_counts) > 1:
+        lo, hi = args.principal_counts[0], args.principal_counts[-1]
+        for name, runs in (("local", local), ("dask client", dask)):
+            slope = (runs[hi]["rss"] - runs[lo]["rss"]) / (runs[hi]["pairs"] - runs[lo]["pairs"])
+            growth = runs[hi]["rss"] / runs[lo]["rss"]
+            print(
+                f"{name}: peak RSS ×{growth:.2f} from {runs[lo]['pairs']:,} to "
+                f"{runs[hi]['pairs']:,} pairs ({slope:.2f} B per added pair)"
+            )
+
+
+def run_pipeline(args: argparse.Namespace) -> None:
+    """Every DVC stage as its own process with ``evaluation.engine.name=dask`` on a loopback
+    cluster: each stage's wall time and peak RSS, the workers' peak RSS and the bytes the
+    score and prove blocks sent back (the task stream's ``nbytes`` of their results)."""
+    import distributed
+    import yaml
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_pipeline import STAGES, _run_stage, scale_overrides
+
+    from arecall.pipeline.config import default_config
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        with loopback_cluster(work, args.workers) as address:
+            _fresh_workers(address, args.workers)
+            overrides = [
+                *scale_overrides(args),
+                "evaluation.engine.name=dask",
+                f"evaluation.engine.scheduler={address}",
+            ]
+            cfg = default_config(overrides)
+            (work / "params.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+            with distributed.Client(address, timeout=60) as client:
+                client.get_task_stream()  # installs the scheduler's task-stream plugin
+                rows = []
+                for name in STAGES:
+                    seconds, gib = _run_stage(name, work)
+                    rows.append((name, seconds, gib))
+                    print(f"  {name}: {seconds:.1f} s, {gib:.2f} GiB", file=sys.stderr, flush=True)
+                records = client.get_task_stream(count=100_000)
+                workers_rss = client.run(
+                    lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+                )
+            metrics = json.loads((work / "reports" / "metrics.json").read_text())
+    sent: dict[str, int] = {}
+    for r in records:
+        kind = str(r["key"]).split("-")[1] if str(r["key"]).startswith("arecall-") else None
+        if kind:
+            nbytes = r.get("nbytes", 0)
+            nbytes = sum(nbytes.values()) if isinstance(nbytes, dict) else int(nbytes)
+            sent[kind] = sent.get(kind, 0) + nbytes
+    pairs = metrics["pairs"]
     print(
-        f"| dask ({args.workers} workers × 1 thread) | {dask['pairs'] // args.queries:,} "
-        f"| {dask['pairs']:,} | {dask['seconds']:.1f} s | {dask['rss'] / GIB:.2f} GiB | {w} GiB |"
+        f"pipeline: synthetic, {args.docs:,} documents, {metrics['queries']:,} queries, "
+        f"{metrics['profiles']:,} principals ({pairs:,} pairs), K up to {args.kmax}; "
+        f"evaluation.engine.name=dask on {args.workers} workers × 1 thread, 127.0.0.1\n"
     )
-    ship = dask["shipped"][0] if dask["shipped"] else {}
+    print("| stage | wall time | client peak RSS |")
+    print("|---|--:|--:|")
+    for name, seconds, gib in rows:
+        print(f"| {name} | {seconds:.1f} s | {gib:.2f} GiB |")
     print(
-        f"\noverhead dask / local at {dask['pairs']:,} pairs: "
-        f"{dask['seconds'] / local[-1]['seconds']:.2f}× (cluster start and imports "
-        f"{cluster_start:.1f} s, not included); summaries byte-identical"
+        f"| **total** | **{sum(r[1] for r in rows) / 60:.1f} min** "
+        f"| **{max(r[2] for r in rows):.2f} GiB** |"
     )
-    if ship:
+    w = ", ".join(f"{x / GIB:.2f}" for x in sorted(workers_rss.values()))
+    print(f"\nworkers' peak RSS: {w} GiB")
+    for kind, nbytes in sorted(sent.items()):
         print(
-            f"shipped: {ship['shared_bytes'] / 1e6:.1f} MB scattered once to each of "
-            f"{ship['workers']} workers, {ship['task_bytes'] / 1e6:.1f} MB with {ship['tasks']} "
-            f"tasks, {ship['result_bytes'] / 1e6:.1f} MB gathered "
-            f"({ship['result_bytes'] / dask['pairs']:.1f} B per pair)"
+            f"sent back by {kind} blocks: {nbytes / 1e6:.1f} MB ({nbytes / pairs:.1f} B per pair)"
         )
+
+
+def kernel_once(args: argparse.Namespace) -> None:
+    """The kernel's time per pair in this process (the environment decides the allocator)."""
+    from arecall.core.engine import tune_allocator
+    from arecall.evaluate.inputs import as_acl, as_qrels
+    from arecall.evaluate.kernels import EvalQrels, authorization_tables, pair_inputs, prepare
+    from arecall.evaluate.pairs import reduce_block
+    from arecall.io.trec import load_run
+
+    d, n_p, step = Path(args.dir), args.n_principals, 20
+    if args.tune:
+        tune_allocator()
+    acl = as_acl(d / "acl.tsv", [f"p{i}" for i in range(n_p)], d / "groups.tsv")
+    judg = EvalQrels.of(as_qrels(d / "qrels.txt"), (int(args.k),))
+    inputs = pair_inputs(prepare(load_run(d / "run.trec"), judg, acl), judg.ks)
+    tables = [authorization_tables(acl, s, min(s + step, n_p)) for s in range(0, n_p, step)]
+    times = []
+    for _ in range(args.repeats):
+        t = time.perf_counter()
+        for i, s in enumerate(range(0, n_p, step)):
+            reduce_block(s, min(s + step, n_p), tables[i], keep="none", part_prefix=None, **inputs)
+        times.append(time.perf_counter() - t)
+    median = sorted(times)[len(times) // 2]
+    print(json.dumps({"us_per_pair": median / (n_p * judg.n_queries) * 1e6}))
+
+
+def run_allocator(args: argparse.Namespace) -> None:
+    """The kernel per pair in fresh processes, interleaved: as a plain process, with the
+    nanny's ``MALLOC_TRIM_THRESHOLD_=65536``, and with that variable and the allocator tuned."""
+    args.principal_counts = [args.principals]
+    cases = {
+        "plain process": ({}, []),
+        "MALLOC_TRIM_THRESHOLD_=65536 (Dask's nanny)": ({"MALLOC_TRIM_THRESHOLD_": "65536"}, []),
+        "the same, allocator tuned": ({"MALLOC_TRIM_THRESHOLD_": "65536"}, ["--tune"]),
+    }
+    found: dict[str, list[float]] = {name: [] for name in cases}
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        generate(d, args)
+        for _ in range(args.rounds):
+            for name, (env, extra) in cases.items():
+                cmd = [sys.executable, __file__, "kernel", "--dir", str(d), "--k", args.k,
+                       "--n-principals", str(args.principals), *extra]  # fmt: skip
+                out = subprocess.run(
+                    cmd, capture_output=True, text=True, check=True, env={**os.environ, **env}
+                )
+                found[name].append(json.loads(out.stdout.strip().splitlines()[-1])["us_per_pair"])
     print(
-        f"local, fitted over {len(pairs)} sizes: {slope:.1f} B and {t_slope * 1e6:.2f} µs per "
-        f"pair (+ {intercept / GIB:.2f} GiB, {t_icpt:.1f} s fixed); 8 GB hold ≈ {fits:,.0f} "
-        f"pairs (≈ {fits / args.queries:,.0f} principals × {args.queries:,} queries)"
+        f"reduce_block on {args.queries:,} queries × {args.principals} principals, K = {args.k}, "
+        f"blocks of 20 principals; median of {args.rounds} interleaved rounds\n"
     )
+    print("| process | µs per pair |")
+    print("|---|--:|")
+    for name, values in found.items():
+        print(f"| {name} | {float(np.median(values)):.2f} |")
 
 
 def main() -> None:
@@ -249,12 +504,39 @@ def main() -> None:
     a.add_argument("--docs", type=int, default=100_003, help="a prime")
     a.add_argument("--groups", type=int, default=100)
     a.add_argument("--grants", type=int, default=5, help="groups per principal")
-    a.add_argument("--principals", default="250,500,1000", help="principal counts, ascending")
+    a.add_argument("--principals", default="100,1000", help="principal counts, ascending")
     a.add_argument("--workers", type=int, default=2)
     a.add_argument("--k", default="10")
     a.add_argument("--resamples", type=int, default=2000)
     a.add_argument("--block", type=int, default=0, help="principals per task (0: automatic)")
     a.add_argument("--seed", type=int, default=0)
+    a.add_argument(
+        "--no-profile", action="store_true", help="workers without Dask's statistical profiler"
+    )
+    pl = sub.add_parser("pipeline", help="every stage with evaluation.engine.name=dask")
+    pl.add_argument("--docs", type=int, default=100_000)
+    pl.add_argument("--queries", type=int, default=10_000)
+    pl.add_argument("--principals", type=int, default=1_000)
+    pl.add_argument("--kmax", type=int, default=10)
+    pl.add_argument("--retriever", default="tfidf")
+    pl.add_argument("--corpus", default="realistic")
+    pl.add_argument("--workers", type=int, default=2)
+    al = sub.add_parser("allocator", help="the kernel per pair under the nanny's allocator")
+    al.add_argument("--queries", type=int, default=2_000)
+    al.add_argument("--depth", type=int, default=100)
+    al.add_argument("--docs", type=int, default=100_003)
+    al.add_argument("--groups", type=int, default=100)
+    al.add_argument("--grants", type=int, default=5)
+    al.add_argument("--principals", type=int, default=400)
+    al.add_argument("--k", default="10")
+    al.add_argument("--rounds", type=int, default=3)
+    al.add_argument("--seed", type=int, default=0)
+    ke = sub.add_parser("kernel", help="one kernel timing (JSON line; used by allocator)")
+    ke.add_argument("--dir", required=True)
+    ke.add_argument("--n-principals", type=int, required=True)
+    ke.add_argument("--k", default="10")
+    ke.add_argument("--repeats", type=int, default=3)
+    ke.add_argument("--tune", action="store_true")
     o = sub.add_parser("one", help="one measurement (JSON line)")
     o.add_argument("--dir", required=True)
     o.add_argument("--n-principals", type=int, required=True)
@@ -269,6 +551,12 @@ def main() -> None:
     if args.which == "all":
         args.principal_counts = [int(x) for x in args.principals.split(",")]
         run_all(args)
+    elif args.which == "pipeline":
+        run_pipeline(args)
+    elif args.which == "allocator":
+        run_allocator(args)
+    elif args.which == "kernel":
+        kernel_once(args)
     else:
         one(args)
 

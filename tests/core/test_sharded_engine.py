@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -315,14 +316,17 @@ def test_evaluate_with_an_acl_on_the_cluster_gives_the_local_figures(cluster, tm
         assert outputs["dask", fmt] == outputs["local", fmt]
     summary = json.loads(outputs["local", "json"][0])
     assert summary["pairs"] == 6 * 25 and "significance" in summary["k"]["10"]
-    # and the library call, with an engine object
+    # and the library call, with an engine object: the pairs come back only when asked for,
+    # from the files the workers wrote
+    inputs = (tmp_path / "run.trec", tmp_path / "qrels.txt")
     with DaskEngine(cluster.scheduler_address, block=4) as engine:
-        ev = evaluate(
-            tmp_path / "run.trec", tmp_path / "qrels.txt", acl=tmp_path / "acl.tsv", engine=engine
-        )
-    local = evaluate(tmp_path / "run.trec", tmp_path / "qrels.txt", acl=tmp_path / "acl.tsv")
-    assert ev.summary() == local.summary()
+        ev = evaluate(*inputs, acl=tmp_path / "acl.tsv", engine=engine, keep_pairs=True)
+        tallied = evaluate(*inputs, acl=tmp_path / "acl.tsv", engine=engine)
+    local = evaluate(*inputs, acl=tmp_path / "acl.tsv")
+    assert ev.summary() == local.summary() == tallied.summary()
     assert ev.per_pair.equals(local.per_pair)
+    with pytest.raises(ArecallError, match="keep_pairs=True"):
+        tallied.per_pair  # noqa: B018 - nothing per pair came back to this process
 
 
 def _block_bytes(start: int, stop: int, data: Any) -> int:
@@ -411,15 +415,22 @@ def test_a_map_survives_the_death_of_every_worker_holding_its_shared_data():
     ]
 
 
-def test_a_cluster_that_keeps_losing_the_shared_data_is_one_line_after_two_rescatters():
-    # Rescattering is bounded: a cluster whose workers keep dying is named, not retried forever.
+def test_a_cluster_that_keeps_losing_the_shared_data_is_one_line_after_two_rescatters(capsys):
+    # Rescattering is bounded: a cluster whose workers keep dying is named, not retried forever;
+    # each rerun is told in one line.
     from distributed.client import FutureCancelledError
 
     class Lost:
         status = "cancelled"
 
+        def __init__(self, key: str = "arecall-x") -> None:
+            self.key = key
+
         def release(self) -> None:
             pass
+
+        def result(self) -> Any:
+            raise FutureCancelledError(self.key, reason="lost dependencies")
 
     class Client:
         scatters = 0
@@ -428,17 +439,169 @@ def test_a_cluster_that_keeps_losing_the_shared_data_is_one_line_after_two_resca
             Client.scatters += 1
             return [Lost() for _ in values]
 
-        def submit(self, *args: Any, **kwargs: Any) -> Lost:
-            return Lost()
-
-        def gather(self, tasks: list[Lost]) -> list[Any]:
-            raise FutureCancelledError("arecall-x", reason="lost dependencies")
+        def submit(self, *args: Any, key: str = "", **kwargs: Any) -> Lost:
+            return Lost(key)
 
     engine = object.__new__(DaskEngine)
     LocalEngine.__init__(engine, block=2)
     engine.client, engine.scheduler, engine.shipped = Client(), "tcp://127.0.0.1:8786", []
+    engine._as_completed = lambda futures: iter(futures)  # type: ignore[method-assign]
     with pytest.raises(ArecallError) as err:
         engine.map_blocks(lambda s, e, d, *, v: s, 6, shared={"v": np.zeros(3)})
     assert Client.scatters == 3
     message = str(err.value)
     assert "\n" not in message and "tcp://127.0.0.1:8786 lost the shared data 3 times" in message
+    told = capsys.readouterr().err.splitlines()
+    assert len(told) == 2 and all("lost 3 of 3 blocks" in line for line in told), told
+
+
+def _acl_evaluation(directory: Path, n_principals: int, n_queries: int) -> dict[str, Path]:
+    """A run, qrels and an ACL with enough principals for many blocks of one principal."""
+    rng = np.random.default_rng(11)
+    docs = [f"d{i:03d}" for i in range(80)]
+    run_lines, qrel_lines = [], []
+    for q in range(n_queries):
+        ranked = rng.permutation(80)[: rng.integers(5, 60)]
+        run_lines += [f"q{q} Q0 {docs[d]} {r + 1} {100 - r} sys" for r, d in enumerate(ranked)]
+        qrel_lines += [f"q{q} 0 {docs[d]} 1" for d in rng.permutation(80)[:8]]
+    acl_lines = [f"{d}\tp{p}" for d in docs for p in range(n_principals) if rng.random() < 0.3]
+    paths = {"run": directory / "run.trec", "qrels": directory / "qrels.txt"}
+    paths["acl"] = directory / "acl.tsv"
+    paths["run"].write_text("\n".join(run_lines) + "\n")
+    paths["qrels"].write_text("\n".join(qrel_lines) + "\n")
+    paths["acl"].write_text("\n".join(acl_lines) + "\n")
+    return paths
+
+
+@pytest.mark.faults
+def test_a_worker_killed_mid_reduce_loses_no_block_and_counts_none_twice(tmp_path):
+    """kill -9 of a worker process while the blocks of an evaluation are being reduced: its
+    blocks run again elsewhere, each block's tallies are merged once (the summary equals the
+    local one, pair counts included) and each block's pair file is read once (the rows equal
+    the local rows)."""
+    import signal
+    import threading
+
+    import distributed
+
+    paths = _acl_evaluation(tmp_path, 300, 120)
+    inputs = (paths["run"], paths["qrels"])
+    local = evaluate(*inputs, acl=paths["acl"], k=[1, 5, 10], n_resamples=200)
+    with local_cluster(2) as c, DaskEngine(c.scheduler_address, block=1) as engine:
+        out: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                ev = evaluate(
+                    *inputs, acl=paths["acl"], k=[1, 5, 10], n_resamples=200, engine=engine,
+                    keep_pairs=True,
+                )  # fmt: skip
+                out["summary"], out["rows"] = ev.summary(), ev.per_pair
+            except BaseException as exc:  # reported by the assertion below
+                out["error"] = exc
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        killed = None
+        with distributed.Client(c.scheduler_address, timeout=START_TIMEOUT) as client:
+            pids = dict(client.run(os.getpid))
+            deadline = time.monotonic() + 120
+            while killed is None and thread.is_alive():
+                assert time.monotonic() < deadline, "no block was ever under way"
+                busy = [
+                    worker
+                    for worker, keys in client.processing().items()
+                    if any("reduce_block" in str(key) for key in keys)
+                ]
+                done = sum("reduce_block" in str(key) for key in client.who_has())
+                if busy and done >= 10:  # some blocks finished, others under way
+                    killed = pids[busy[0]]
+                    os.kill(killed, signal.SIGKILL)
+                time.sleep(0.02)
+        thread.join(timeout=300)
+        assert not thread.is_alive(), "the evaluation never returned"
+    assert killed is not None, "the evaluation ended before a worker could be killed"
+    assert "error" not in out, repr(out.get("error"))
+    assert out["summary"] == local.summary()
+    assert out["summary"]["pairs"] == 300 * 120
+    assert out["rows"].equals(local.per_pair)
+
+
+@pytest.mark.faults
+def test_a_lost_scheduler_is_one_line_naming_it_and_nothing_is_written(tmp_path, capsys):
+    """The scheduler goes away while ``arecall evaluate --engine dask`` runs: one line naming
+    the scheduler, exit status 2, and no report, rows file or temporary file left behind."""
+    import threading
+
+    paths = _acl_evaluation(tmp_path, 300, 120)
+    cluster_cm = local_cluster(2)
+    c = cluster_cm.__enter__()
+    address = c.scheduler_address
+    result: dict[str, Any] = {}
+    before = set(Path(tempfile.gettempdir()).glob("arecall-pairs-*"))
+
+    def run() -> None:
+        result["code"] = evaluate_main(
+            [
+                "--run", str(paths["run"]), "--qrels", str(paths["qrels"]),
+                "--acl", str(paths["acl"]), "--k", "1,5,10", "--resamples", "200",
+                "--engine", "dask", "--scheduler", address, "--block-principals", "1",
+                "--out", str(tmp_path / "report.json"), "--format", "json",
+                "--rows", str(tmp_path / "rows.csv"),
+            ]
+        )  # fmt: skip
+
+    thread = threading.Thread(target=run)
+    try:
+        thread.start()
+        time.sleep(3.0)  # connected, blocks under way
+        assert thread.is_alive(), "the evaluation ended before the scheduler was stopped"
+    finally:
+        cluster_cm.__exit__(None, None, None)
+    thread.join(timeout=300)
+    assert not thread.is_alive(), "the evaluation never returned"
+    err = capsys.readouterr().err.strip().splitlines()
+    assert result["code"] == 2
+    assert len(err) == 1 and address in err[0] and "Traceback" not in err[0], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["acl.tsv", "qrels.txt", "run.trec"]
+    assert set(Path(tempfile.gettempdir()).glob("arecall-pairs-*")) <= before
+
+
+def _tuned_here() -> Any:
+    import arecall.core.engine as engine_module
+
+    return engine_module._tuned
+
+
+def test_workers_run_blocks_with_the_allocator_tuned_against_the_nannys_trim_threshold(cluster):
+    """Dask's nanny starts workers with MALLOC_TRIM_THRESHOLD_=65536, which pins glibc's mmap
+    threshold at 128 KiB: every block temporary was mapped and unmapped afresh (a pair cost
+    1.6-1.9x the local engine's). A worker that ran a block has the thresholds reset."""
+    import distributed
+
+    with DaskEngine(cluster.scheduler_address, block=1) as engine:
+        engine.map_blocks(_block_bytes, 8, block_data=lambda s, e: np.zeros(4), size=1)
+    with distributed.Client(cluster.scheduler_address, timeout=START_TIMEOUT) as client:
+        environ = client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
+        tuned = client.run(_tuned_here)
+    assert set(environ.values()) == {"65536"}  # the nanny's setting, which the fix undoes
+    assert any(tuned.values()) and set(tuned.values()) <= {True, None}, tuned
+
+
+def test_block_sizes_come_from_memory_and_keep_every_worker_busy(cluster):
+    """The default block was ``max(1, 2**22 // cells)`` principals: one principal once a
+    principal's work is large. Now a block holds what the engine's memory allows (a quarter of
+    a worker thread's memory limit on Dask), cut further to give each worker thread 4 blocks."""
+    from arecall.core.engine import BLOCKS_PER_THREAD, LOCAL_BLOCK_BYTES, WORKER_SHARE
+
+    assert LocalEngine().spans(10, per_principal=LOCAL_BLOCK_BYTES // 4)[0] == (0, 4)
+    with DaskEngine(cluster.scheduler_address) as engine:
+        workers = engine.client.scheduler_info()["workers"].values()
+        limit = min(w["memory_limit"] // w["nthreads"] for w in workers)
+        threads = sum(w["nthreads"] for w in workers)
+        assert engine.block_bytes() == max(min(limit // WORKER_SHARE, 1 << 31), 1 << 26)
+        per = engine.block_bytes() // 50  # memory holds 50 principals per block
+        assert {e - s for s, e in engine.spans(30, per_principal=per)[:-1]} == {
+            -(-30 // (BLOCKS_PER_THREAD * threads))
+        }
+        assert len(engine.spans(10_000, per_principal=per)) == -(-10_000 // 50)

@@ -14,6 +14,7 @@ from scipy import stats
 from arecall.core.errors import ArecallError
 from arecall.core.significance import (
     delta_significance,
+    delta_significance_counts,
     paired_bootstrap_ci,
     paired_randomization_test,
 )
@@ -161,3 +162,32 @@ def test_a_bootstrap_needs_a_resample_in_each_tail(confidence: float, least: int
     assert ci.low <= ci.mean_diff <= ci.high
     with pytest.raises(ArecallError, match=f"must be at least {least} for a"):
         paired_bootstrap_ci(a, b, confidence=confidence, n_resamples=least - 1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.integers(0, 6), min_size=1, max_size=60),
+    st.lists(st.integers(1, 6), min_size=1, max_size=60),
+    st.integers(1, 7),
+)
+def test_the_significance_of_pairs_is_the_significance_of_their_merged_block_histograms(
+    hits, sizes, blocks
+) -> None:
+    """One definition: per-pair arrays, and histograms of any split of them merged (what a
+    sharded evaluation's blocks send back), give the same bytes."""
+    n = min(len(hits), len(sizes))
+    pre = np.array([min(h, s) for h, s in zip(hits[:n], sizes[:n], strict=True)]) / np.array(
+        sizes[:n]
+    )
+    post = pre * np.array([(i % 3) != 0 for i in range(n)])
+    whole = delta_significance(pre, post, n_resamples=199, seed=3)
+    merged: dict[float, int] = {}
+    for part in np.array_split(pre - post, blocks):
+        values, counts = np.unique(part, return_counts=True)
+        for v, c in zip(values.tolist(), counts.tolist(), strict=True):
+            merged[v] = merged.get(v, 0) + c
+    keys = sorted(merged)
+    parts = delta_significance_counts(
+        np.array(keys), np.array([merged[v] for v in keys]), n_resamples=199, seed=3
+    )
+    assert parts == whole

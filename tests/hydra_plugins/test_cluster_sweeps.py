@@ -472,6 +472,9 @@ def test_a_point_whose_worker_is_killed_reruns_on_another_and_the_sweep_succeeds
                 proc.communicate()
     assert killed in workers
     assert proc.returncode == 0, out[-3000:] + err[-3000:]
+    # the user is told, in one line, which point ran again
+    told = [line for line in err.splitlines() if "ran again" in line]
+    assert len(told) == 1 and "the worker running it died" in told[0], err[-3000:]
     parent, children = _children(client)
     final = {r.data.params["retriever.name"] for r in children if r.info.status == "FINISHED"}
     assert final == {"tfidf", "bm25"}

@@ -4,10 +4,15 @@
 Why: the score and prove stages and ``arecall evaluate`` with an ACL do the same arithmetic for
 every (principal, query) pair, and principals are independent of each other. An evaluation with
 10,000 principals and a million queries (10^10 pairs) outgrows one process; cutting the
-principals into blocks lets each block run anywhere, and concatenating the blocks' arrays in
-block order gives exactly the arrays one process computes. Everything order-dependent —
-means, bootstrap and randomization resampling, the first counterexample — happens centrally on
-the gathered arrays, so results are byte-identical whatever the engine and block size.
+principals into blocks lets each block run anywhere. A block function either returns a
+summary that merges exactly (``arecall evaluate``: integer tallies per block, from which every
+mean, the bootstrap and the randomization test are computed, so nothing per pair comes back)
+or arrays that concatenate in block order to exactly the arrays one process computes (the
+pipeline's stages); either way results are byte-identical whatever the engine and block size.
+
+Block sizes come from memory: a caller says how many bytes of temporaries one principal needs
+(``per_principal``), and each engine fits as many principals in a block as its budget holds —
+`LocalEngine` `LOCAL_BLOCK_BYTES`, `DaskEngine` a quarter of a worker thread's memory limit.
 
 The API is one call, `Engine.map_blocks`: ``fn(start, stop, block, **shared)`` for every block
 of principals, results in block order. ``shared`` holds what every block needs (the ranking, the
@@ -21,7 +26,7 @@ engine, the default, costs nothing.
 
 from __future__ import annotations
 
-import contextlib
+import sys
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -47,6 +52,20 @@ ENGINES = ("local", "dask")
 
 #: Principals per block when neither the engine nor the caller says.
 DEFAULT_BLOCK = 16
+
+#: Bytes of a block's temporaries on this machine's engine (several blocks may run at once).
+LOCAL_BLOCK_BYTES = 1 << 28
+
+#: A Dask worker thread gives a block this share of its memory limit (the rest: the shared
+#: data, the block's inputs, the result while it is sent, the allocator's slack).
+WORKER_SHARE = 4
+
+#: Blocks per worker thread a Dask map cuts at least (when the principals allow): work for
+#: every worker, and a lost worker's share rerun in small pieces.
+BLOCKS_PER_THREAD = 4
+
+#: The least and most a block of a Dask worker holds, whatever its memory limit says.
+WORKER_BLOCK_BYTES = (1 << 26, 1 << 31)
 
 BlockFn = Callable[..., Any]
 
@@ -79,15 +98,26 @@ class Engine:
 
     block: int | None = None
 
-    def spans(self, n: int, size: int | None = None) -> list[tuple[int, int]]:
-        """The blocks ``map_blocks`` cuts ``range(n)`` into.
+    def spans(
+        self, n: int, size: int | None = None, per_principal: int | None = None
+    ) -> list[tuple[int, int]]:
+        """The blocks ``map_blocks`` cuts ``range(n)`` into: the engine's fixed block, else as
+        many principals as `block_bytes` holds at ``per_principal`` bytes each, else ``size``.
 
         Examples
         --------
         >>> LocalEngine().spans(5, 2), LocalEngine(block=4).spans(5, 2)
         ([(0, 2), (2, 4), (4, 5)], [(0, 4), (4, 5)])
+        >>> LocalEngine().spans(5, per_principal=LOCAL_BLOCK_BYTES // 3)
+        [(0, 3), (3, 5)]
         """
+        if not self.block and per_principal:
+            size = max(1, self.block_bytes() // max(int(per_principal), 1))
         return blocks_of(n, self.block or size or DEFAULT_BLOCK)
+
+    def block_bytes(self) -> int:
+        """Bytes of temporaries one block may hold (what ``per_principal`` is divided into)."""
+        return LOCAL_BLOCK_BYTES
 
     def map_blocks(
         self,
@@ -97,6 +127,7 @@ class Engine:
         shared: Mapping[str, Any] | None = None,
         block_data: Callable[[int, int], Any] | None = None,
         size: int | None = None,
+        per_principal: int | None = None,
     ) -> list[Any]:
         """``[fn(start, stop, block_data(start, stop), **shared) for each block]``, in order.
 
@@ -112,6 +143,9 @@ class Engine:
             ``(start, stop) -> data`` of one block (``None`` when omitted), sent with its task.
         size : int, optional
             Principals per block unless the engine fixes it (`Engine.block`).
+        per_principal : int, optional
+            Bytes of temporaries one principal needs: the engine sizes blocks from its memory
+            (`Engine.spans`), unless it fixes the block.
 
         Examples
         --------
@@ -144,11 +178,12 @@ class LocalEngine(Engine):
         shared: Mapping[str, Any] | None = None,
         block_data: Callable[[int, int], Any] | None = None,
         size: int | None = None,
+        per_principal: int | None = None,
     ) -> list[Any]:
         kwargs = dict(shared or {})
         return [
             fn(s, e, None if block_data is None else block_data(s, e), **kwargs)
-            for s, e in self.spans(n, size)
+            for s, e in self.spans(n, size, per_principal)
         ]
 
 
@@ -203,8 +238,42 @@ def _unpickle_aligned(value: Any) -> _Aligned:
 _RESCATTERS = 2
 
 
+#: glibc's mallopt parameters, and the values a worker takes: glibc's own dynamic maximum for
+#: the mmap threshold (32 MiB on 64-bit), and twice that for trimming.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_MMAP_BYTES, _TRIM_BYTES = 32 << 20, 64 << 20
+_tuned: bool | None = None
+
+
+def tune_allocator() -> bool:
+    """Give this process's allocator the thresholds a block's temporaries need; True if set.
+
+    Why: Dask's nanny starts each worker with ``MALLOC_TRIM_THRESHOLD_=65536``, and setting any
+    malloc threshold turns off glibc's dynamic mmap threshold, which then stays at 128 KiB:
+    every temporary array larger than that is mapped fresh and unmapped when freed, so each
+    block pays page faults on memory a plain process reuses. Setting the mmap threshold to
+    glibc's dynamic maximum and trimming above it restores the local engine's behaviour and
+    still returns large frees to the system. Once per process; not glibc: nothing to do.
+    """
+    global _tuned
+    if _tuned is None:
+        _tuned = False
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL("libc.so.6")
+            _tuned = bool(
+                libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_BYTES)
+                and libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_BYTES)
+            )
+        except (OSError, AttributeError):  # not glibc
+            _tuned = False
+    return _tuned
+
+
 def _run_block(fn: BlockFn, start: int, stop: int, data: _Aligned, **shared: _Aligned) -> Any:
-    """A block on a worker: unwrap the held data and call ``fn``."""
+    """A block on a worker: unwrap the held data and call ``fn`` (the allocator tuned once)."""
+    tune_allocator()
     return fn(start, stop, data.value, **{k: v.value for k, v in shared.items()})
 
 
@@ -256,10 +325,56 @@ class DaskEngine(Engine):
                 f"{setting}: cannot reach the Dask scheduler at {scheduler}: {exc}"
             ) from None
         self.scheduler = scheduler
+        self._block_bytes: int | None = None
         #: Per `map_blocks` call: tasks, bytes scattered once (× workers), bytes of the blocks'
         #: own data (scattered, each to one worker) and bytes gathered back (dask's
         #: ``sizeof``) — what a capacity plan needs.
         self.shipped: list[dict[str, int]] = []
+
+    def spans(
+        self, n: int, size: int | None = None, per_principal: int | None = None
+    ) -> list[tuple[int, int]]:
+        """`Engine.spans`, and when blocks are sized from memory (``per_principal``), at least
+        `BLOCKS_PER_THREAD` blocks per worker thread: memory alone would give a large
+        cluster one block to run while the other workers wait."""
+        spans = super().spans(n, size, per_principal)
+        if self.block or not per_principal or not spans:  # a size the caller or user fixed
+            return spans
+        workers = self._scheduler_info().get("workers", {}).values()
+        threads = sum(int(w.get("nthreads") or 1) for w in workers)
+        wanted = max(1, -(-n // (BLOCKS_PER_THREAD * max(threads, 1))))
+        widest = max(e - s for s, e in spans)
+        return spans if widest <= wanted else blocks_of(n, wanted)
+
+    def block_bytes(self) -> int:
+        """A quarter of the smallest worker thread's memory limit (`WORKER_SHARE`), within
+        `WORKER_BLOCK_BYTES`; `LOCAL_BLOCK_BYTES` when the workers have no limit."""
+        if self._block_bytes is None:
+            limits = [
+                int(w.get("memory_limit") or 0) // max(int(w.get("nthreads") or 1), 1)
+                for w in self._scheduler_info().get("workers", {}).values()
+            ]
+            known = [x for x in limits if x > 0]
+            if not known:
+                self._block_bytes = LOCAL_BLOCK_BYTES
+            else:
+                low, high = WORKER_BLOCK_BYTES
+                self._block_bytes = min(max(min(known) // WORKER_SHARE, low), high)
+        return self._block_bytes
+
+    def _scheduler_info(self) -> dict[str, Any]:
+        try:
+            info: dict[str, Any] = self.client.scheduler_info()
+        except Exception as exc:
+            raise self._lost(exc) from None
+        return info
+
+    def _lost(self, exc: BaseException) -> ArecallError:
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        return ArecallError(
+            f"evaluation.engine: lost the Dask scheduler at {self.scheduler} "
+            f"({type(exc).__name__}{': ' + first if first else ''}); nothing was written"
+        )
 
     def map_blocks(
         self,
@@ -269,18 +384,64 @@ class DaskEngine(Engine):
         shared: Mapping[str, Any] | None = None,
         block_data: Callable[[int, int], Any] | None = None,
         size: int | None = None,
+        per_principal: int | None = None,
     ) -> list[Any]:
-        spans = self.spans(n, size)
+        spans = self.spans(n, size, per_principal)
         if not spans:
             return []
+        from distributed.client import FutureCancelledError
+
+        try:
+            results, sent = self._map(fn, spans, shared, block_data)
+        except (ArecallError, FutureCancelledError):
+            raise
+        except (OSError, TimeoutError) as exc:  # CommClosedError is an OSError
+            raise self._lost(exc) from None
+        except Exception as exc:
+            if getattr(self.client, "status", "running") not in ("running", "connecting"):
+                raise self._lost(exc) from None
+            raise
+        from dask.sizeof import sizeof
+
+        ordered = [results[i] for i in range(len(spans))]
+        self.shipped.append(
+            {
+                "tasks": len(spans),
+                "workers": len(self.client.nthreads()),
+                "shared_bytes": sum(sizeof(v) for v in (shared or {}).values()),
+                "task_bytes": sent,
+                "result_bytes": sum(sizeof(r) for r in ordered),
+            }
+        )
+        return ordered
+
+    def _as_completed(self, futures: list[Any]) -> Any:
+        """``futures`` in the order they finish."""
+        from distributed import as_completed
+
+        with self.client.as_current():  # as_completed asks for "the" client: this one
+            return as_completed(futures)
+
+    def _map(
+        self,
+        fn: BlockFn,
+        spans: list[tuple[int, int]],
+        shared: Mapping[str, Any] | None,
+        block_data: Callable[[int, int], Any] | None,
+    ) -> tuple[dict[int, Any], int]:
+        """Every block's result by block index, each kept once; bytes of the blocks' data."""
         from dask.sizeof import sizeof
         from distributed.client import FutureCancelledError
 
         names = list(shared or {})
         results: dict[int, Any] = {}
         sent = 0
+        lost: BaseException | None = None
         for attempt in range(_RESCATTERS + 1):
             todo = [i for i in range(len(spans)) if i not in results]
+            status = getattr(self.client, "status", "running")
+            if status != "running" or "scheduler" in str(getattr(lost, "reason", "")):
+                raise self._lost(lost or RuntimeError(f"the client is {status}"))
             # Scattered data is not in the graph: when every worker holding it dies, Dask
             # forgets it and cancels the blocks that need it (dask/distributed#3149). The
             # blocks are pure, so scattering again and rerunning the lost ones is the fix;
@@ -306,6 +467,13 @@ class DaskEngine(Engine):
                 placed = self.client.scatter([_Aligned(blocks[i]) for i in todo], hash=False)
                 held = dict(zip(todo, placed, strict=True))
                 del blocks
+            if attempt:  # told once the cluster took the data again (not when it is gone)
+                print(
+                    f"arecall: warning: the Dask cluster at {self.scheduler} lost {len(todo)} of "
+                    f"{len(spans)} blocks of {getattr(fn, '__name__', 'work')} with their workers "
+                    "(a worker died); running them again",
+                    file=sys.stderr,
+                )
             tasks = {}
             for i in todo:
                 s, e = spans[i]
@@ -319,37 +487,32 @@ class DaskEngine(Engine):
                     pure=False,
                     key=f"arecall-{getattr(fn, '__name__', 'block')}-{s}-{e}-{call}",
                 )
+            index = {task.key: i for i, task in tasks.items()}
             try:
-                gathered = self.client.gather([tasks[i] for i in todo])
-                results.update(zip(todo, gathered, strict=True))
-                break
-            except FutureCancelledError as exc:
-                lost = exc
-                for i, task in tasks.items():
-                    if task.status == "finished":  # kept, unless its holder died meanwhile
-                        with contextlib.suppress(FutureCancelledError):
-                            results[i] = task.result()
+                # each result taken as it completes and released at once: a worker holds a
+                # finished block only until this process has it, never until the last one
+                for task in self._as_completed(list(tasks.values())):
+                    i = index[task.key]
+                    try:
+                        value = task.result()
+                    except FutureCancelledError as exc:
+                        lost = exc
+                        continue
+                    results.setdefault(i, value)  # one result per block, however often it ran
+                    task.release()
+                    if i in held:
+                        held.pop(i).release()
             finally:
                 for task in tasks.values():
                     task.release()
                 for future in (*futures.values(), *held.values()):
                     future.release()
-        else:
-            raise ArecallError(
-                f"evaluation.engine: the Dask cluster at {self.scheduler} lost the shared data "
-                f"{_RESCATTERS + 1} times (every worker holding it died): {lost!r}"
-            )
-        ordered = [results[i] for i in range(len(spans))]
-        self.shipped.append(
-            {
-                "tasks": len(spans),
-                "workers": len(self.client.nthreads()),
-                "shared_bytes": sum(sizeof(v) for v in (shared or {}).values()),
-                "task_bytes": sent,
-                "result_bytes": sum(sizeof(r) for r in ordered),
-            }
+            if len(results) == len(spans):
+                return results, sent
+        raise ArecallError(
+            f"evaluation.engine: the Dask cluster at {self.scheduler} lost the shared data "
+            f"{_RESCATTERS + 1} times (every worker holding it died): {lost!r}"
         )
-        return ordered
 
     def close(self) -> None:
         self.client.close()

@@ -34,8 +34,8 @@ __all__ = [
     "SEED_K_KEYS",
     "SUMMARY_K_KEYS",
     "PairScores",
-    "block_size",
     "exact_mean",
+    "principal_bytes",
     "progressed",
     "score_pairs",
     "summarise",
@@ -221,7 +221,7 @@ def score_pairs(
             n_p,
             shared=shared,
             block_data=progressed(block_data, t),
-            size=block_size(n_q, k_max),
+            per_principal=principal_bytes(n_q, k_max),
         )
     out = {
         name: np.concatenate([part[name] for part in parts])
@@ -252,9 +252,15 @@ _LIST_FIELDS = ("post", "post_rank", "pre", "pre_rank")
 _BLOCK_METRICS = ("unusable", "arecall_post", "arecall_pre", "returned_post", "returned_pre")
 
 
-def block_size(n_q: int, k_max: int) -> int:
-    """Principals per local block: about 2^22 list cells, so temporaries stay small."""
-    return max(1, BAR_CELLS // max(1, n_q * k_max))
+#: Bytes of temporaries per list cell (query × rank) of one principal in a block: the lists'
+#: slices and the per-principal arrays of `_score_block` and the proof's checks. On this
+#: machine's engine a block is then about 2^22 cells (`arecall.core.engine.LOCAL_BLOCK_BYTES`).
+CELL_BYTES = 64
+
+
+def principal_bytes(n_q: int, k_max: int) -> int:
+    """Bytes one principal's block temporaries take: the engine sizes its blocks from them."""
+    return CELL_BYTES * max(1, n_q * k_max)
 
 
 def progressed(data: Any, bar: Any) -> Any:

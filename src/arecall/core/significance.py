@@ -18,8 +18,13 @@ Speed without approximation: differences of recall values take few distinct valu
 procedures draw *counts per distinct value* — a multinomial for the bootstrap, binomial sign
 counts for the randomization test — which have exactly the distribution of resampling or
 sign-flipping the individual pairs, at a cost proportional to the number of distinct values
-instead of the number of pairs. With many distinct values they resample the pairs directly, in
-memory-bounded batches. A test compares both with scipy.stats.bootstrap and
+instead of the number of pairs. `delta_significance`, what every report carries, always works
+on that histogram (`delta_significance_counts`), however many distinct values there are: a
+histogram is what blocks of pairs computed apart (shards of a cluster) merge exactly, so the
+figures are the same bytes for any engine and block size. Up to 20 pairs the exact sign test
+enumerates every pattern. `paired_bootstrap_ci` and `paired_randomization_test` resample the
+pairs themselves (directly, in memory-bounded batches, when values rarely repeat); tests
+compare them and the histogram forms with scipy.stats.bootstrap and
 scipy.stats.permutation_test.
 
 Degenerate input is not an error: when every difference is equal (e.g. all zero) the CI is
@@ -332,6 +337,10 @@ def delta_significance(
     (the CI method), ``exact`` (whether the p-value enumerated every sign pattern). This is
     what reports and MLflow carry for Δ@K = pre − post.
 
+    The differences are reduced to their histogram first and `delta_significance_counts` does
+    the rest: one definition, so a result computed from per-pair arrays and one merged from the
+    histograms of blocks of pairs (a sharded evaluation) are the same bytes.
+
     Examples
     --------
     >>> s = delta_significance([1.0, 1.0, 1.0], [0.5, 0.5, 0.5])
@@ -340,8 +349,19 @@ def delta_significance(
     >>> s["mean_diff"], s["low"], s["high"], s["p_value"]
     (0.5, 0.5, 0.5, 0.25)
     """
-    ci = paired_bootstrap_ci(a, b, confidence=confidence, n_resamples=n_resamples, seed=seed)
-    test = paired_randomization_test(a, b, n_resamples=n_resamples, seed=seed)
+    values, counts = np.unique(_differences(a, b), return_counts=True)
+    return delta_significance_counts(
+        values, counts, confidence=confidence, n_resamples=n_resamples, seed=seed
+    )
+
+
+def _delta_pairs(
+    d: np.ndarray, *, confidence: float, n_resamples: int, seed: int
+) -> dict[str, Any]:
+    """Both per-pair procedures on the differences ``d`` (few pairs: the exact test)."""
+    zero = np.zeros_like(d)
+    ci = paired_bootstrap_ci(d, zero, confidence=confidence, n_resamples=n_resamples, seed=seed)
+    test = paired_randomization_test(d, zero, n_resamples=n_resamples, seed=seed)
     out = asdict(ci)
     out.update(p_value=test.p_value, exact=test.exact)
     return out
@@ -401,11 +421,12 @@ def delta_significance_counts(
         raise ArecallError("paired samples are empty")
     if not np.all(np.isfinite(values)):
         raise ArecallError("paired samples contain NaN or infinite values")
+    if not 0.0 < confidence < 1.0:
+        raise ArecallError(f"confidence must be in (0, 1), got {confidence}")
     if n <= _MAX_EXACT:
-        d = np.repeat(values, counts)
-        return delta_significance(
-            d, np.zeros_like(d), confidence=confidence, n_resamples=n_resamples, seed=seed
-        )
+        order = np.argsort(values, kind="stable")
+        d = np.repeat(values[order], counts[order])
+        return _delta_pairs(d, confidence=confidence, n_resamples=n_resamples, seed=seed)
     _check_resamples(n_resamples)
     problem = resamples_problem(n_resamples, confidence)
     if problem is not None:
@@ -439,12 +460,15 @@ def _bca_from_counts(
     if len(values) == 1:
         return float(values[0]), float(values[0]), "BCa"
     rng = np.random.default_rng(seed)
-    p = counts / n
+    if len(values) * 4 <= n:
+        p = counts / n
 
-    def draw(size: int) -> np.ndarray:
-        return np.asarray(rng.multinomial(n, p, size=size) @ values / n, dtype=np.float64)
+        def draw(size: int) -> np.ndarray:
+            return np.asarray(rng.multinomial(n, p, size=size) @ values / n, dtype=np.float64)
 
-    means = _batched(n_resamples, len(values), draw)
+        means = _batched(n_resamples, len(values), draw)
+    else:  # values rarely repeat: drawing pairs is cheaper than a multinomial per resample
+        means = _bootstrap_means(np.repeat(values, counts), n_resamples, rng)
     alpha = (1.0 - confidence) / 2.0
     lo_q, hi_q, used = alpha, 1.0 - alpha, "percentile"
     from scipy import special
@@ -477,12 +501,21 @@ def _randomization_from_counts(
     per = weights.astype(np.int64)
     total = float(np.dot(per, magnitudes))
     rng = np.random.default_rng(seed)
+    if len(magnitudes) * 4 <= n:
 
-    def draw(size: int) -> np.ndarray:
-        positive = rng.binomial(per, 0.5, size=(size, len(per)))
-        return np.asarray((2.0 * positive @ magnitudes - total) / n, dtype=np.float64)
+        def draw(size: int) -> np.ndarray:
+            positive = rng.binomial(per, 0.5, size=(size, len(per)))
+            return np.asarray((2.0 * positive @ magnitudes - total) / n, dtype=np.float64)
 
-    null = _batched(n_resamples, len(magnitudes), draw)
+        null = _batched(n_resamples, len(magnitudes), draw)
+    else:  # magnitudes rarely repeat: a sign per pair is cheaper than a binomial per magnitude
+        absd = np.repeat(np.abs(values), counts)
+
+        def draw_pairs(size: int) -> np.ndarray:
+            positive = rng.random((size, n)) < 0.5
+            return np.asarray((2.0 * (positive @ absd) - total) / n, dtype=np.float64)
+
+        null = _batched(n_resamples, n, draw_pairs)
     hits = int(np.count_nonzero(np.abs(null) >= threshold))
     return float((hits + 1) / (len(null) + 1))
 

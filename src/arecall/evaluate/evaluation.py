@@ -76,12 +76,19 @@ from arecall.evaluate.kernels import (
     authorization_tables,
     joined,
     missing,
-    pair_counts,
     pair_inputs,
     prepare,
     standard,
 )
-from arecall.evaluate.pairs import Retained, Spill, Tallies, pair_values, retains
+from arecall.evaluate.pairs import (
+    BlockResult,
+    Retained,
+    Spill,
+    Tallies,
+    pair_values,
+    reduce_block,
+    retains,
+)
 from arecall.evaluate.result import Core, Evaluation
 from arecall.io.acl import Acl, load_acl
 from arecall.io.text import BLOCK
@@ -101,12 +108,10 @@ __all__ = [
     "parse_ks",
 ]
 
-#: Bytes of per-pair temporaries (the kernels' working arrays) per block of principals.
-_PAIR_BYTES = 1 << 28
-
 
 class _Accumulator:
-    """What the blocks of one run add up to: per-query values and the per-pair store."""
+    """What the blocks of one run add up to: per-query values, the pairs' tallies (always: the
+    summary is computed from them) and, when asked or small enough, every pair's counts."""
 
     def __init__(
         self,
@@ -126,27 +131,29 @@ class _Accumulator:
         self.tallies: Tallies | None = None
         self.spill: Spill | None = None
         self.granted_any = False  # the ACL grants a judged or retrieved document
-        self._tables: dict[tuple[int, int], tuple[np.ndarray, np.ndarray | None]] = {}
+        self._local = isinstance(engine, LocalEngine)
+        self._tables: dict[tuple[int, int], Any] = {}  # kernels.authorization_tables
         self._lock = threading.Lock()
         if acl is not None:
             n_p = len(acl.principals)
-            if retains(n_p * nq, n_k):
+            self.tallies = Tallies(n_k)
+            # a cluster sends back tallies, never a pair's counts: they stay on the workers'
+            # files (a spill) and only when the rows, a comparison or the worst pairs need them
+            if self._local and retains(n_p * nq, n_k):
                 self.retained = Retained.empty(n_p, nq, n_k)
-            else:
-                self.tallies = Tallies(n_k)
-                if keep_pairs:
-                    self.spill = Spill(n_p, nq, n_k)
+            elif keep_pairs:
+                self.spill = Spill(n_p, nq, n_k)
             judged = acl.doc_patterns(judg.qrels.doc_ids)
             self.granted_any = bool(acl.grants_anyone(judged).any())
 
-    def work(self, run: Run) -> tuple[Prepared, dict[str, np.ndarray] | None]:
+    def work(self, run: Run) -> tuple[Prepared, list[BlockResult] | None]:
         """What a block needs computed; thread-safe, so blocks run side by side on this
         machine's engine (a cluster's blocks run on the cluster: `add` asks it, in order)."""
         prepared = prepare(run, self.judg, self.acl)
-        local = self.acl is not None and isinstance(self.engine, LocalEngine)
-        return prepared, self.counts(prepared) if local else None
+        local = self.acl is not None and self._local
+        return prepared, self.reduced(prepared) if local else None
 
-    def add(self, prepared: Prepared, counts: dict[str, np.ndarray] | None = None) -> None:
+    def add(self, prepared: Prepared, reduced: list[BlockResult] | None = None) -> None:
         ev = prepared.eval_index
         self.present[ev] = True
         self.depth[ev] = prepared.depth
@@ -155,42 +162,56 @@ class _Accumulator:
             self.standard[m][ev] = values
         if self.acl is not None:
             self.granted_any = self.granted_any or prepared.rows_matched
-            if counts is None:
-                counts = self.counts(prepared)
-            for store in (self.retained, self.tallies, self.spill):
-                if store is not None:
-                    store.add(prepared.eval_index, counts)
+            self._store(prepared, reduced if reduced is not None else self.reduced(prepared))
 
-    def counts(self, prepared: Prepared) -> dict[str, np.ndarray]:
-        """Every pair's counts on one block (`arecall.evaluate.kernels.pair_counts`)."""
+    def _store(self, prepared: Prepared, reduced: list[BlockResult]) -> None:
+        """Merge the blocks' tallies (exact) and keep their counts where they are wanted."""
+        assert self.tallies is not None and self.acl is not None
+        for block in reduced:
+            self.tallies.merge(block.tallies)
+        ev, n_k = prepared.eval_index, len(self.judg.ks)
+        if self.retained is not None or (self.spill is not None and self._local):
+            counts = joined([b.counts for b in reduced if b.counts is not None], len(ev), n_k)
+            for store in (self.retained, self.spill):
+                if store is not None:
+                    store.add(ev, counts)
+        elif self.spill is not None:
+            parts = [(b.start, b.stop, b.part) for b in reduced if b.part is not None]
+            self.spill.add_parts(ev, parts)
+
+    def reduced(self, prepared: Prepared) -> list[BlockResult]:
+        """Every block of principals' tallies on one block of queries (`arecall.evaluate.
+        pairs.reduce_block`), with its counts only where this process keeps them."""
         assert self.acl is not None
         acl, ks = self.acl, self.judg.ks
-        n_q, n_k = prepared.n_queries, len(ks)
+        n_k = len(ks)
         per_principal = 5 * len(prepared.hit_rank) + prepared.n_queries * (12 * n_k + ks[-1] + 4)
-        size = max(1, _PAIR_BYTES // max(per_principal, 1))
+        keeps = self.retained is not None or self.spill is not None
+        keep = ("counts" if self._local else "file") if keeps else "none"
 
-        def tables(start: int, stop: int) -> tuple[np.ndarray, np.ndarray | None]:
+        def tables(start: int, stop: int) -> Any:
             with self._lock:
                 if (start, stop) not in self._tables:
                     self._tables[(start, stop)] = authorization_tables(acl, start, stop)
                 return self._tables[(start, stop)]
 
-        parts = self.engine.map_blocks(
-            pair_counts,
+        options = {
+            "keep": keep,
+            "part_prefix": self.spill.part_prefix() if keep == "file" and self.spill else None,
+        }
+        return self.engine.map_blocks(
+            reduce_block,
             len(acl.principals),
-            shared=pair_inputs(prepared, ks),
+            shared={**pair_inputs(prepared, ks), **options},
             block_data=tables,
-            size=size,
+            per_principal=per_principal,
         )
-        return joined(parts, n_q, n_k)
 
     def finish(self) -> Core:
         absent = np.flatnonzero(~self.present)
         if self.acl is not None and len(absent):
             gone = missing(self.judg, absent, self.acl)
-            for store in (self.retained, self.tallies, self.spill):
-                if store is not None:
-                    store.add(gone.eval_index, self.counts(gone))
+            self._store(gone, self.reduced(gone))
         return Core(
             query_ids=self.judg.query_ids.to_pylist(),
             present=self.present,
@@ -216,12 +237,17 @@ def _accumulate(
 ) -> tuple[_Accumulator, str]:
     acc = _Accumulator(judg, acl, placement, engine, keep_pairs)
     name = "arecall"
-    blocks = source.blocks_with(acc.work, partitioned=partitioned, workers=2)
-    for i, (run, worked) in enumerate(blocks):
-        if i == 0:
-            name = run.name
-        assert worked is not None
-        acc.add(*worked)
+    try:
+        blocks = source.blocks_with(acc.work, partitioned=partitioned, workers=2)
+        for i, (run, worked) in enumerate(blocks):
+            if i == 0:
+                name = run.name
+            assert worked is not None
+            acc.add(*worked)
+    except BaseException:
+        if acc.spill is not None:  # an interrupted evaluation leaves no temporary file
+            acc.spill.close()
+        raise
     return acc, name
 
 
@@ -421,6 +447,11 @@ def compare(
     return pd.DataFrame(rows)
 
 
+def _exact(values: np.ndarray) -> float:
+    distinct, counts = np.unique(values, return_counts=True)
+    return exact_mean(distinct, counts)
+
+
 #: Pairs compared at a time when the evaluations' pairs are tallied, not kept.
 _COMPARE_PAIRS = 1 << 22
 
@@ -439,7 +470,8 @@ def _paired(
     )
     if kept:
         x, y = a.values(measure, k), b.values(measure, k)
-        return float(x.mean()), float(y.mean()), delta_significance(x, y, **options)
+        # exact means, as tallied pairs have: kept or spilled (a cluster), the same figures
+        return _exact(x), _exact(y), delta_significance(x, y, **options)
     j = a.ks.index(k)
     tallies: list[dict[float, int]] = [{}, {}, {}]
     n_p = len(a.principals)

@@ -20,16 +20,20 @@ Authorized counts, per (principal p, query q, cutoff K), with A_p the documents 
   relevant result at rank r counts when fewer than K results before it are in A_p;
 * ``unusable`` = results among the first K that are not in A_p.
 
-``pre`` is the only one that looks past the first K: for a relevant result at rank r it counts
-p's results before r, and stops as soon as K of them are found (the window scan of
-`_deep_before`), so its cost follows what each pair needs, not the run's depth.
+Every count is a sum over results of "may p use this result", and a result's authorization is
+its pattern (`arecall.io.acl.Acl`): so each is a sparse product of results counted per pattern
+with the (pattern × principal) grants, for all principals at once (`_authorized`). ``pre`` is the
+only one that looks past the first K: for a relevant result at rank r it needs p's results
+before r, the running sum of those products over each query's results down to its deepest
+relevant one (`_above`). The cost follows the grants of the results read, not principals ×
+depth.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -40,6 +44,9 @@ from arecall.core.ragged import offsets, positions_in_groups, positions_in_runs
 from arecall.io.acl import Acl
 from arecall.io.ids import index_in
 from arecall.io.trec import Qrels, Run
+
+if TYPE_CHECKING:  # scipy loads with an ACL: an evaluation without one never needs it
+    import scipy.sparse as sp
 
 __all__ = [
     "AUTHORIZED_MEASURES",
@@ -166,6 +173,16 @@ class Prepared:
         return len(self.eval_index)
 
 
+def _per_row(look_up: Callable[[pa.Array], np.ndarray], run: Run, rows: np.ndarray) -> np.ndarray:
+    """``look_up`` (document ids -> values) of the document of each of ``rows``, looking up
+    each distinct document once: the whole block's vocabulary when the rows cover about as
+    many (a block read from a file has its own), else the documents the rows use."""
+    if len(run.doc_ids) <= len(rows):
+        return look_up(run.doc_ids)[run.doc_codes[rows]]
+    used, where = np.unique(run.doc_codes[rows], return_inverse=True)
+    return look_up(run.doc_ids.take(pa.array(used)))[where.ravel()]
+
+
 def _relevant_rows(
     run: Run, local: np.ndarray, rows: np.ndarray, judg: EvalQrels, eval_index: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -181,8 +198,7 @@ def _relevant_rows(
     keys = np.repeat(np.arange(len(eval_index)), sizes) * len(codes) + inverse.ravel()
     order = np.argsort(keys, kind="stable")
     keys, grades = keys[order], judg.rel_grade[picked][order]
-    used, where = np.unique(run.doc_codes[rows], return_inverse=True)
-    found = index_in(run.doc_ids.take(pa.array(used)), vocab)[where.ravel()]
+    found = _per_row(lambda ids: index_in(ids, vocab), run, rows)
     candidate = np.flatnonzero(found >= 0)
     probe = local[candidate] * len(codes) + found[candidate]
     pos = np.minimum(np.searchsorted(keys, probe), len(keys) - 1)
@@ -237,9 +253,7 @@ def _patterns(
     deep_rows = np.repeat(starts + kmax, deep_len) + positions_in_groups(deep_len)
     hit_rows = starts[prepared.hit_query] + prepared.hit_rank
     needed = np.concatenate([top_rows[top], deep_rows, hit_rows])
-    codes, inverse = np.unique(run.doc_codes[needed], return_inverse=True)
-    pattern_of = acl.doc_patterns(run.doc_ids.take(pa.array(codes)))
-    pattern = pattern_of[inverse.ravel()]
+    pattern = _per_row(acl.doc_patterns, run, needed)
     n_top = int(top.sum())
     top_pat = np.full(top.shape, nobody, dtype=np.int64)
     top_pat[top] = pattern[:n_top]
@@ -323,24 +337,148 @@ def standard(prepared: Prepared, judg: EvalQrels) -> dict[str, np.ndarray]:
 
 # -- authorized counts -----------------------------------------------------------------------------
 
-#: Cells (query × result × principal) of the first-K window unpacked at a time.
-_WINDOW_CELLS = 1 << 22
+#: Cells (relevant result × principal) of the prefix counts computed at a time.
+_PREFIX_CELLS = 1 << 23
 
 
-def _unpack(bits: np.ndarray, patterns: np.ndarray, n: int) -> np.ndarray:
-    """The authorization of principals 0 … n − 1 for each of ``patterns`` (shape + (n,))."""
-    return np.unpackbits(bits[patterns], axis=-1, count=n, bitorder="little")
+def authorization_tables(acl: Acl, start: int, stop: int) -> sp.csr_matrix:
+    """What `pair_counts` reads for principals ``start … stop − 1``: which of them each
+    authorization pattern grants, as an int32 sparse (pattern × principal) matrix whose last
+    row is nobody's pattern (empty), so that counts of results per pattern times it are counts
+    of authorized results per principal."""
+    import scipy.sparse as sp
+
+    granted = acl.members[:, start:stop].astype(np.int32)
+    nobody = sp.csr_matrix((1, stop - start), dtype=np.int32)
+    return sp.vstack([granted, nobody], format="csr")
 
 
-def _running(authorized: np.ndarray) -> np.ndarray:
-    """Authorized results among the first r + 1, for (query, r, principal) (a cumulative sum
-    over the middle axis, one rank at a time: numpy's own is several times slower there)."""
-    out = np.empty(authorized.shape, dtype=np.int16 if authorized.shape[1] < 1 << 15 else np.int32)
-    if authorized.shape[1]:
-        out[:, 0] = authorized[:, 0]
-    for r in range(1, authorized.shape[1]):
-        np.add(out[:, r - 1], authorized[:, r], out=out[:, r])
-    return out
+def _authorized(
+    members: sp.csr_matrix, rows: np.ndarray, patterns: np.ndarray, n_rows: int
+) -> np.ndarray:
+    """Authorized results per (row, principal): rows of results (``rows[i]`` holds a result of
+    pattern ``patterns[i]``) counted per pattern, times which principals each pattern grants.
+
+    A sparse product: the work follows the grants of the patterns present, not principals ×
+    results (int32 throughout, so the counts are exact)."""
+    import scipy.sparse as sp
+
+    per_pattern = sp.csr_matrix(
+        (np.ones(len(rows), dtype=np.int32), (rows, patterns)),
+        shape=(n_rows, members.shape[0]),
+    )  # repeated (row, pattern) entries add up
+    return np.asarray((per_pattern @ members).toarray(), dtype=np.int32)
+
+
+def pair_counts(
+    start: int,
+    stop: int,
+    members: sp.csr_matrix,
+    *,
+    ks: tuple[int, ...],
+    depth: np.ndarray,
+    top_pat: np.ndarray,
+    hit_query: np.ndarray,
+    hit_rank: np.ndarray,
+    hit_pat: np.ndarray,
+    deep_pat: np.ndarray,
+    rel_query: np.ndarray,
+    rel_pat: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """``n_auth``, ``post``, ``pre`` and ``unusable`` of principals ``start … stop − 1`` (which
+    of them each pattern grants: ``members``, `authorization_tables`) on one block.
+
+    Every count is a sparse product of results counted per authorization pattern with
+    ``members`` (`_authorized`): ``unusable`` from the first K results of each query, ``post``
+    from the relevant ones among them, ``n_auth`` from the relevant judgments. ``pre`` needs,
+    for each relevant result, the authorized results above it (`_above`).
+
+    Returns int32 arrays shaped (principals, queries, K) — ``n_auth`` (principals, queries).
+    """
+    n_p, nq, n_k = stop - start, len(depth), len(ks)
+    unusable = np.zeros((n_p, nq, n_k), dtype=np.int32)
+    post = np.zeros((n_p, nq, n_k), dtype=np.int32)
+    pre = np.zeros((n_p, nq, n_k), dtype=np.int32)
+    queries = np.arange(nq)
+    for j, k in enumerate(ks):
+        # top_pat is padded with nobody's pattern past a query's depth: it grants no one
+        authorized = _authorized(members, np.repeat(queries, k), top_pat[:, :k].ravel(), nq)
+        shown = np.minimum(k, depth).astype(np.int32)
+        unusable[:, :, j] = (shown[:, None] - authorized).T
+        top = hit_rank < k
+        post[:, :, j] = _authorized(members, hit_query[top], hit_pat[top], nq).T
+    if len(hit_rank):
+        _pre(pre, members, ks, top_pat, hit_query, hit_rank, hit_pat, deep_pat)
+    n_auth = _authorized(members, rel_query, rel_pat, nq).T
+    return {"n_auth": n_auth, "post": post, "pre": pre, "unusable": unusable}
+
+
+def _pre(
+    pre: np.ndarray,
+    members: sp.csr_matrix,
+    ks: tuple[int, ...],
+    top_pat: np.ndarray,
+    hit_query: np.ndarray,
+    hit_rank: np.ndarray,
+    hit_pat: np.ndarray,
+    deep_pat: np.ndarray,
+) -> None:
+    """Fill ``pre`` (principals, queries, K): a relevant result at rank r counts for principal
+    p at K when p may use it and fewer than K of the results above it are p's.
+
+    The results above each relevant result are the segments between consecutive relevant
+    results of a query (a query's results down to its deepest relevant one, once); authorized
+    counts per segment (`_authorized`) summed down each query give every relevant result's
+    prefix count. Done a slice of whole queries at a time, to bound the (result × principal)
+    arrays.
+    """
+    n_p, kmax = pre.shape[0], ks[-1]
+    bounds = np.searchsorted(hit_query, np.arange(len(top_pat) + 1))
+    step = max(1, _PREFIX_CELLS // max(n_p, 1))
+    a = 0
+    while a < len(top_pat):  # a slice of queries holding about `step` relevant results
+        b = max(a + 1, int(np.searchsorted(bounds, bounds[a] + step, side="right")) - 1)
+        b = min(b, len(top_pat))
+        lo, hi = int(bounds[a]), int(bounds[b])
+        if hi > lo:
+            query, rank = hit_query[lo:hi], hit_rank[lo:hi]
+            above = _above(members, kmax, top_pat, deep_pat, query, rank)
+            may = _authorized(members, np.arange(hi - lo), hit_pat[lo:hi], hi - lo) > 0
+            owner = query - a
+            for j, k in enumerate(ks):
+                pre[:, a:b, j] = _per_query(may & (above < k), owner, b - a).T
+        a = b
+
+
+def _above(
+    members: sp.csr_matrix,
+    kmax: int,
+    top_pat: np.ndarray,
+    deep_pat: np.ndarray,
+    query: np.ndarray,
+    rank: np.ndarray,
+) -> np.ndarray:
+    """min(kmax, p's results above each relevant result) per (relevant result, principal p),
+    for relevant results sorted by query then rank. ``deep_pat[q, i]`` is the pattern of
+    query q's result at rank kmax + i (it reaches each query's deepest relevant result)."""
+    first = np.r_[True, query[1:] != query[:-1]]
+    seg_start = np.where(first, 0, np.r_[0, rank[:-1]])
+    seg_len = rank - seg_start
+    owner = np.repeat(np.arange(len(rank)), seg_len)
+    at = np.repeat(seg_start, seg_len) + positions_in_groups(seg_len)
+    of = query[owner]
+    pattern = top_pat[of, np.minimum(at, kmax - 1)]
+    deep = at >= kmax
+    if deep.any():
+        pattern[deep] = deep_pat[of[deep], at[deep] - kmax]
+    per_segment = _authorized(members, owner, pattern, len(rank))
+    above = np.cumsum(per_segment, axis=0, dtype=np.int32)
+    # each query's sums start at its first relevant result
+    starts = np.flatnonzero(first)
+    before_query = np.zeros((len(starts), above.shape[1]), dtype=np.int32)
+    before_query[1:] = above[starts[1:] - 1]
+    above -= np.repeat(before_query, np.diff(np.r_[starts, len(rank)]), axis=0)
+    return np.minimum(above, kmax)
 
 
 def _per_query(values: np.ndarray, query: np.ndarray, nq: int) -> np.ndarray:
@@ -353,158 +491,6 @@ def _per_query(values: np.ndarray, query: np.ndarray, nq: int) -> np.ndarray:
     )
     # float32 counts are exact below 2**24 (a query's relevant results)
     return np.asarray(owner @ values.astype(np.float32), dtype=np.int32)
-
-
-def authorization_tables(acl: Acl, start: int, stop: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """What `pair_counts` reads for principals ``start … stop − 1``: the patterns' packed bits
-    (pattern-major: every principal of a result's pattern at once) and, when it is small
-    enough, the same as one byte per (principal, pattern) (principal-major: one principal's
-    patterns in one row, for the deep scan's gathers)."""
-    bits = acl.pattern_bits(start, stop)
-    table = None
-    if (stop - start) * bits.shape[0] <= _TABLE_BYTES:
-        table = np.ascontiguousarray(
-            np.unpackbits(bits, axis=1, count=stop - start, bitorder="little").T
-        )
-    return bits, table
-
-
-def pair_counts(
-    start: int,
-    stop: int,
-    tables: tuple[np.ndarray, np.ndarray | None],
-    *,
-    ks: tuple[int, ...],
-    depth: np.ndarray,
-    top_pat: np.ndarray,
-    hit_query: np.ndarray,
-    hit_rank: np.ndarray,
-    hit_pat: np.ndarray,
-    deep_pat: np.ndarray,
-    rel_query: np.ndarray,
-    rel_pat: np.ndarray,
-) -> dict[str, np.ndarray]:
-    """``n_auth``, ``post``, ``pre`` and ``unusable`` of principals ``start … stop − 1`` (whose
-    authorization patterns ``tables`` holds, `authorization_tables`) on one block.
-
-    Returns int32 arrays shaped (principals, queries, K) — ``n_auth`` (principals, queries).
-    """
-    bits, table = tables
-    n_p, nq, n_k, kmax = stop - start, len(depth), len(ks), ks[-1]
-    karr = np.asarray(ks)
-    unusable = np.zeros((n_p, nq, n_k), dtype=np.int32)
-    post = np.zeros((n_p, nq, n_k), dtype=np.int32)
-    pre = np.zeros((n_p, nq, n_k), dtype=np.int32)
-    hit_auth = _unpack(bits, hit_pat, n_p).astype(bool)  # (hits, principals)
-    small = np.int16 if kmax < 1 << 15 else np.int32
-    before = np.full((len(hit_rank), n_p), kmax, dtype=small)  # authorized results above
-    base = np.zeros((nq, n_p), dtype=small)  # authorized among the first kmax
-    step = max(1, _WINDOW_CELLS // max(kmax * n_p, 1))
-    for a in range(0, nq, step):
-        b = min(a + step, nq)
-        counted = _running(_unpack(bits, top_pat[a:b], n_p))
-        shown = np.minimum(karr[None, :], depth[a:b, None])  # results in the first K
-        at = np.take_along_axis(counted, np.maximum(shown - 1, 0)[:, :, None], axis=1)
-        authorized = np.where(shown[:, :, None] > 0, at, 0)  # (queries, K, principals)
-        unusable[:, a:b, :] = (shown[:, :, None] - authorized).transpose(2, 0, 1)
-        base[a:b] = counted[:, kmax - 1, :]
-        mine = np.flatnonzero((hit_query >= a) & (hit_query < b) & (hit_rank < kmax))
-        top_rank = hit_rank[mine]
-        above = counted[hit_query[mine] - a, np.maximum(top_rank - 1, 0), :]
-        before[mine] = np.where(top_rank[:, None] > 0, above, 0)
-    deep = np.flatnonzero(hit_rank >= kmax)
-    if len(deep):
-        before[deep] = _deep_before(
-            bits, table, base, hit_auth[deep], hit_query[deep], hit_rank[deep], deep_pat, kmax
-        )  # fmt: skip
-    for j, k in enumerate(ks):
-        post[:, :, j] = _per_query(hit_auth & (hit_rank[:, None] < k), hit_query, nq).T
-        pre[:, :, j] = _per_query(hit_auth & (before < k), hit_query, nq).T
-    n_auth = _per_query(_unpack(bits, rel_pat, n_p), rel_query, nq).T
-    return {"n_auth": n_auth, "post": post, "pre": pre, "unusable": unusable}
-
-
-#: Cells (pair × result) of one window of the deep scan.
-_SCAN_CELLS = 1 << 20
-#: Bytes of the principal × pattern table the deep scan reads, unpacked; past it, packed bits.
-_TABLE_BYTES = 1 << 26
-
-
-def _deep_before(
-    bits: np.ndarray,
-    table: np.ndarray | None,
-    base: np.ndarray,
-    auth: np.ndarray,
-    query: np.ndarray,
-    rank: np.ndarray,
-    deep_pat: np.ndarray,
-    kmax: int,
-) -> np.ndarray:
-    """min(kmax, authorized results above) for relevant results below the first kmax.
-
-    Only pairs (query, principal) with an authorized relevant result down there and fewer than
-    kmax authorized results in the first kmax are scanned, window by window, each pair until it
-    has kmax (then no deeper result can count for any K) or passes its deepest such result.
-    ``deep_pat[q, i]`` is the pattern of query q's result at rank kmax + i (padded with
-    nobody's pattern, which grants no one).
-    """
-    out = np.full(auth.shape, kmax, dtype=base.dtype)
-    h_idx, p_idx = np.nonzero(auth & (base < kmax)[query])
-    if not len(h_idx):
-        return out
-    if not deep_pat.shape[1]:  # every such result is at rank kmax: nothing above to scan
-        deep_pat = np.full((len(deep_pat), 1), bits.shape[0] - 1, dtype=np.int32)
-    # the pairs to scan (by principal: the gathers then stay in one principal's table row), and
-    # for each the deepest rank it must reach
-    nq = len(deep_pat)
-    pair_key = p_idx.astype(np.int64) * nq + query[h_idx]
-    pairs, task_pair = np.unique(pair_key, return_inverse=True)
-    task_pair = task_pair.ravel()
-    pair_p, pair_q = pairs // nq, pairs % nq
-    end = np.zeros(len(pairs), dtype=np.int64)
-    np.maximum.at(end, task_pair, rank[h_idx])
-    count = base[pair_q, pair_p].astype(np.int64)  # authorized results above the window
-    task_rank = rank[h_idx]
-    task_order = np.argsort(task_rank, kind="stable")
-    result = np.full(len(h_idx), kmax, dtype=np.int64)
-    # whether principal p may use pattern u: one byte each when that is small, else the bits
-    n_pat = bits.shape[0]
-    flat_table = table.ravel() if table is not None else None  # principal-major
-    byte, shift = pair_p >> 3, (pair_p & 7).astype(np.uint8)
-    deep_flat, deep_width = deep_pat.ravel(), deep_pat.shape[1]
-    active = np.arange(len(pairs))
-    lo, t, width_cap = kmax, 0, 32
-    while len(active):
-        width = int(min(width_cap, max(8, _SCAN_CELLS // len(active))))
-        hi = lo + width
-        columns = np.arange(lo - kmax, hi - kmax)
-        inside = columns < deep_pat.shape[1]
-        pats = deep_flat[(pair_q[active] * deep_width)[:, None] + np.where(inside, columns, 0)]
-        if flat_table is not None:
-            bit = flat_table[(pair_p[active] * n_pat)[:, None] + pats]
-        else:
-            bit = (bits[pats, byte[active, None]] >> shift[active, None]) & 1
-        if not inside.all():  # past every query's deepest relevant result: nothing to count
-            bit[:, ~inside] = 0
-        running = np.cumsum(bit, axis=1, dtype=np.int32)
-        # relevant results whose rank falls in this window: authorized results above them
-        t_end = t + int(np.searchsorted(task_rank[task_order[t:]], hi))
-        tasks = task_order[t:t_end]
-        t = t_end
-        if len(tasks):
-            where = np.full(len(pairs), -1, dtype=np.int64)
-            where[active] = np.arange(len(active))
-            row = where[task_pair[tasks]]
-            live = row >= 0
-            offset = task_rank[tasks[live]] - lo
-            within = np.where(offset > 0, running[row[live], np.maximum(offset - 1, 0)], 0)
-            result[tasks[live]] = np.minimum(count[active[row[live]]] + within, kmax)
-        count[active] += running[:, -1]
-        keep = (count[active] < kmax) & (end[active] >= hi)  # a result at rank hi: next window
-        active = active[keep]
-        lo, width_cap = hi, min(width_cap * 2, 1024)
-    out[h_idx, p_idx] = result
-    return out
 
 
 def pair_inputs(prepared: Prepared, ks: tuple[int, ...]) -> dict[str, Any]:

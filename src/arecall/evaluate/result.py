@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from arecall.core.errors import ArecallError
 from arecall.core.measures import EVALUATE, column
-from arecall.core.significance import delta_significance, delta_significance_counts, exact_mean
+from arecall.core.significance import delta_significance_counts, exact_mean
 from arecall.evaluate.kernels import AUTHORIZED_MEASURES, STANDARD_MEASURES
 from arecall.evaluate.pairs import Retained, Spill, Tallies, pair_values
 from arecall.evaluate.report import format_table
@@ -50,10 +50,6 @@ class Core:
     retained: Retained | None = None
     tallies: Tallies | None = None
     spill: Spill | None = None
-
-
-def _mean(x: np.ndarray) -> float | None:
-    return float(x.mean()) if x.size else None
 
 
 class Evaluation:
@@ -127,8 +123,8 @@ class Evaluation:
             return {n: v[start:stop] for n, v in c.retained.counts.items()}
         if c.spill is None:
             raise ArecallError(
-                f"{len(self.principals) * len(c.query_ids)} pairs were tallied, not kept: "
-                "evaluate with keep_pairs=True for per-pair values"
+                f"{len(self.principals) * len(c.query_ids)} pairs were tallied, not kept (too "
+                "many, or computed on a cluster): evaluate with keep_pairs=True for per-pair values"
             )
         return c.spill.read(start, stop)
 
@@ -222,39 +218,14 @@ class Evaluation:
             }
             if self.acl is not None:
                 deeper = int(np.count_nonzero(c.depth > k)) * len(self.principals)
-                if c.retained is not None:
-                    self._retained_row(row, c.retained, j, k, deeper)
-                else:
-                    assert c.tallies is not None
-                    self._tallied_row(row, c.tallies, j, k, deeper)
+                assert c.tallies is not None  # kept or not, the summary reads the tallies
+                self._tallied_row(row, c.tallies, j, k, deeper)
             out["k"][str(k)] = row
         return out
 
     def _n_nonempty(self) -> int:
-        c = self._core
-        if c.retained is not None:
-            return int(np.count_nonzero(c.retained.counts["n_auth"] > 0))
-        assert c.tallies is not None
-        return c.tallies.nonempty()
-
-    def _retained_row(
-        self, row: dict[str, Any], kept: Retained, j: int, k: int, deeper: int
-    ) -> None:
-        nonempty = (kept.counts["n_auth"] > 0).ravel()
-        for m in AUTHORIZED_MEASURES:
-            values = pair_values(m, kept.counts, j, k, self.placement).ravel()
-            row[m] = _mean(values)
-            if EVALUATE[m].restricted:
-                row[EVALUATE[m].nonempty_key] = _mean(values[nonempty])
-        row["n_nonempty"] = int(np.count_nonzero(nonempty))
-        row["n_deeper"] = deeper  # pairs whose run is deeper than K: where the gap can be > 0
-        if self._significance.get("enabled", True) and nonempty.size:
-            pre = pair_values("arecall_pre", kept.counts, j, k, self.placement).ravel()
-            post = pair_values("arecall_post", kept.counts, j, k, self.placement).ravel()
-            sig = {"gap": self._delta(pre, post)}
-            if nonempty.any():
-                sig["gap_nonempty"] = self._delta(pre[nonempty], post[nonempty])
-            row["significance"] = sig
+        assert self._core.tallies is not None
+        return self._core.tallies.nonempty()
 
     def _tallied_row(
         self, row: dict[str, Any], tallies: Tallies, j: int, k: int, deeper: int
@@ -277,9 +248,6 @@ class Evaluation:
 
     def _options(self) -> dict[str, Any]:
         return {name: self._significance[name] for name in ("confidence", "n_resamples", "seed")}
-
-    def _delta(self, a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
-        return delta_significance(a, b, **self._options())
 
     def _delta_counts(self, values: np.ndarray, counts: np.ndarray) -> dict[str, Any]:
         return delta_significance_counts(values, counts, **self._options())

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -38,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from arecall.core.errors import ArecallError
-from arecall.io.ids import as_strings, encode, index_in
+from arecall.io.ids import Lookup, as_strings, encode, index_in
 from arecall.io.text import Chunk, check_file, chunk_fields, chunks, parse_chunk
 
 if TYPE_CHECKING:  # scipy loads with an ACL: an evaluation without one never needs it
@@ -59,6 +60,7 @@ GROUPS_HEADERS = ("principal",)
 _ACL_FIELDS = ("doc_id", "principal")
 _GROUPS_FIELDS = ("principal", "group")
 _WS = " \t\n\r\v\f"
+_LOOKUP_LOCK = threading.Lock()
 
 
 # -- reading the files ----------------------------------------------------------------------------
@@ -373,9 +375,17 @@ class Acl:
         sizes = np.diff(self.members.indptr)
         return np.r_[sizes > 0, False][patterns]
 
+    @cached_property
+    def _doc_lookup(self) -> Lookup:
+        """The ACL's documents hashed once: an evaluation looks a block of a run up in them
+        at a time (re-hashing a million documents per block cost more than the look-up)."""
+        return Lookup(self.doc_ids)
+
     def doc_patterns(self, doc_ids: pa.Array) -> np.ndarray:
         """The pattern of each of ``doc_ids`` (``n_patterns - 1``, nobody, where unlisted)."""
-        codes = index_in(doc_ids, self.doc_ids)
+        with _LOOKUP_LOCK:  # blocks are prepared in threads: hash the documents once
+            lookup = self._doc_lookup
+        codes = lookup(doc_ids)
         pattern = np.r_[self.doc_pattern, self.n_patterns - 1]  # -1: the last slot, nobody
         return pattern[codes]
 
@@ -400,6 +410,13 @@ class Acl:
         return out
 
 
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values, sorted: ``np.unique`` by a sort (numpy 2's ``np.unique`` hashes
+    here, about 100× slower on the million (document, name) keys of a large ACL)."""
+    ordered = np.sort(values)
+    return ordered[np.r_[True, ordered[1:] != ordered[:-1]]] if len(ordered) else ordered
+
+
 def _set_patterns(
     owner: np.ndarray, items: np.ndarray, n_owners: int, n_items: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -409,7 +426,7 @@ def _set_patterns(
     A set's key is the sum of a random 64-bit weight per item (mod 2**64); keys are checked
     against the sets themselves, so a collision (about 2**-64 per pair) only costs patterns.
     """
-    key = np.unique(owner.astype(np.int64) * max(n_items, 1) + items)
+    key = _distinct(owner.astype(np.int64) * max(n_items, 1) + items)
     owner, items = key // max(n_items, 1), key % max(n_items, 1)
     weights = np.random.default_rng(0x5EED).integers(1, 2**63, n_items + 1, dtype=np.uint64)
     sizes = np.bincount(owner, minlength=n_owners)
@@ -473,7 +490,7 @@ def expand(
         np.asarray(doc_codes, dtype=np.int64), np.asarray(name_codes, dtype=np.int64),
         len(doc_ids), len(name_list),
     )  # fmt: skip
-    keyed = np.unique(np.asarray(doc_codes, dtype=np.int64) * max(len(name_list), 1) + name_codes)
+    keyed = _distinct(np.asarray(doc_codes, dtype=np.int64) * max(len(name_list), 1) + name_codes)
     docs_of, names_of = keyed // max(len(name_list), 1), keyed % max(len(name_list), 1)
     representative = np.full(len(doc_ids), -1, dtype=np.int64)
     representative[first] = np.arange(len(first))

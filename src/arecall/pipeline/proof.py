@@ -37,7 +37,13 @@ from arecall.core.measures import (
 )
 from arecall.core.placement import PlacedLists, place_all, post_filter, pre_filter
 from arecall.core.ranking import rank_queries
-from arecall.core.scoring import BAR_CELLS, PairScores, block_size, progressed, score_pairs
+from arecall.core.scoring import (
+    BAR_CELLS,
+    PairScores,
+    principal_bytes,
+    progressed,
+    score_pairs,
+)
 
 __all__ = [
     "PROPERTIES",
@@ -512,7 +518,7 @@ def _run_claims(run: RunData, engine: Engine | None) -> list[ClaimResult]:
             n_p,
             shared={"ks": ks, "width": width},
             block_data=progressed(block_data, t),
-            size=block_size(n_q, k_max),
+            per_principal=principal_bytes(n_q, k_max),
         )
     subset = next((f["subset"] for f in found if f["subset"] is not None), None)
     leak = next((f["leak"] for f in found if f["leak"] is not None), None)

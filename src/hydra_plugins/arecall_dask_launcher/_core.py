@@ -333,11 +333,32 @@ def _run(
                 continue
             sys.stdout.write(out)
             sys.stderr.write(err)
+            if _worker_deaths(client, future.key):
+                point = " ".join(filter_overrides(overrides)) or "defaults"
+                print(
+                    f"arecall: sweep point {idx} ({point}) ran again, on {where}: the worker "
+                    "running it died",
+                    file=sys.stderr,
+                )
             log.info(f"\t#{idx} ran on {where}: {ret.status.name}")
             returns.append(ret)
         return returns
     finally:
         _close(client, cluster)
+
+
+def _deaths_on_scheduler(key: str, dask_scheduler: Any = None) -> int:
+    """How many workers died running task ``key`` (the scheduler's own count)."""
+    task = dask_scheduler.tasks.get(key) if dask_scheduler is not None else None
+    return int(getattr(task, "suspicious", 0) or 0) if task is not None else 0
+
+
+def _worker_deaths(client: Any, key: str) -> int:
+    """How many times a point's task lost its worker (so Dask ran it again); 0 if unknown."""
+    try:
+        return int(client.run_on_scheduler(_deaths_on_scheduler, key=key))
+    except Exception:  # a scheduler gone now: the point's result is already here
+        return 0
 
 
 class _BelowWarning(logging.Filter):

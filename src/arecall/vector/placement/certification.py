@@ -31,9 +31,10 @@ __all__ = [
     "audit",
     "below_goal",
     "effective_cells",
+    "fewest_exact",
+    "mean_lower_bound",
     "pooled_share_fits",
     "read_lists",
-    "recall_bound",
     "sample_rows",
     "shift_alarm",
     "unlike_calibration",
@@ -159,29 +160,83 @@ def effective_cells(planner: AutoPlanner, best_ids: npt.NDArray[np.int64]) -> fl
     return float(1.0 / np.sum(share * share))
 
 
-def recall_bound(first: Hits, deeper: Hits, k: int) -> npt.NDArray[np.float64]:
-    """Per query, an upper bound on the recall@k of ``first`` from a deeper search of the same
-    query: the share of ``first``'s answers still among the k best of both searches' answers.
+def mean_lower_bound(
+    x: npt.NDArray[np.float64],
+    n: int,
+    delta: float,
+    kappas: tuple[float, ...] = (0.7, 0.9, 0.97, 0.99),
+) -> float:
+    """A lower confidence bound, at level ``1 - delta``, on the mean of ``n`` values in [0, 1]
+    of which ``x`` are the first ``x.size`` in a uniformly random order (drawn without
+    replacement) — valid whatever the values are, and at every size of ``x`` at once, so a
+    sample may be extended round by round and the bound read after each.
 
-    A document the deeper search found that outscores an answer can only push the answers out
-    of the true top k, never in, so the bound holds whatever the deeper search missed itself.
+    A betting test per candidate mean m (Waudby-Smith and Ramdas, 2024, without replacement):
+    the capital prod(1 + (kappa / c_t)(x_t - c_t)), where c_t is the mean the values not yet
+    drawn must have if the whole mean is m, averaged over the fixed bets ``kappas``, is a
+    nonnegative martingale under m, so it reaches 1/delta with probability at most delta
+    (Ville). The bound is the largest m it rejects; a value below a mean ruled out before
+    (c_t < 0) rejects it outright. No variance or shape is assumed: a stuck walk's 0 counts
+    as it is.
 
     Examples
     --------
-    >>> first = Hits(np.array([[1, 2]]), np.array([[0.9, 0.5]], np.float32))
-    >>> deeper = Hits(np.array([[1, 7]]), np.array([[0.9, 0.6]], np.float32))
-    >>> recall_bound(first, deeper, 2).tolist()  # 7 beats 2: at most one of two is right
-    [0.5]
+    >>> 0.95 < mean_lower_bound(np.ones(100), 200, 0.005) < 0.96  # 100 of 200 perfect
+    True
+    >>> mean_lower_bound(np.ones(16), 200, 0.005) < 0.75  # 16 say little about 200
+    True
+    >>> mean_lower_bound(np.ones(200), 200, 0.005)  # all of them: the mean itself
+    1.0
     """
-    ids = np.concatenate([first.ids, deeper.ids], axis=1)
-    scores = np.concatenate([first.scores, deeper.scores], axis=1)
-    out = np.empty(ids.shape[0])
-    for row in range(ids.shape[0]):
-        real = ids[row] >= 0
-        seen, at = np.unique(ids[row][real], return_index=True)
-        best = seen[np.argsort(-scores[row][real][at], kind="stable")[:k]]
-        out[row] = np.count_nonzero(np.isin(first.ids[row], best)) / k
-    return out
+    t = x.size
+    if t == 0:
+        return 0.0
+    if t >= n:
+        return float(np.mean(x))
+    before = np.concatenate([[0.0], np.cumsum(x)[:-1]])
+    left = (n - np.arange(t)).astype(np.float64)
+    bets = np.asarray(kappas)[:, None]
+    threshold = -math.log(delta)
+
+    def rejected(m: float) -> bool:
+        c = (n * m - before) / left  # the mean the undrawn values must have, under m
+        if (c < 0).any():
+            return True  # the values drawn already exceed what m allows
+        bet = np.where(c <= 1, bets / np.maximum(c, 1e-12), 0.0)  # each factor >= 1 - kappa
+        log_capital = np.sum(np.log1p(bet * (x - c)), axis=1)
+        top = float(log_capital.max())
+        return top + math.log(float(np.mean(np.exp(log_capital - top)))) >= threshold
+
+    # Rejection is monotone in m (each factor falls as c_t rises): bisect for its edge.
+    lo, hi = 0.0, 1.0
+    if not rejected(lo):
+        return 0.0
+    for _ in range(20):  # to 1e-6
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if rejected(mid) else (lo, mid)
+    return lo
+
+
+@lru_cache(maxsize=64)
+def fewest_exact(n: int, goal: float, delta: float) -> int:
+    """Fewest of ``n`` walked answers checked exactly (then answered exactly) with which even a
+    perfect sample certifies the ``n`` at ``goal`` (:func:`mean_lower_bound`): no exact check
+    smaller than this can certify a batch, whatever the walks returned. ``n`` where none can.
+
+    Examples
+    --------
+    >>> fewest_exact(200, 0.96, 0.005), fewest_exact(1000, 0.96, 0.005)
+    (101, 132)
+    """
+    lo, hi = 1, n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        rest = (n * mean_lower_bound(np.ones(mid), n, delta) - mid) / (n - mid) if mid < n else 1
+        if (mid + (n - mid) * rest) / n >= goal:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def shift_alarm(planner: AutoPlanner, n_below: int, n: int, share: float) -> bool:

@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from arecall.vector.index import Hits
+from arecall.vector.oracle import tie_aware_recall
 from arecall.vector.placement import certification
 from arecall.vector.placement.batch import Batch
 from arecall.vector.placement.evidence import Plan
@@ -170,7 +171,7 @@ def _no_flags(n: int) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
 
 def _audited(
     batch: Batch, answers: Answers, rank_bonus: npt.NDArray[np.float64]
-) -> tuple[tuple[int, int] | None, tuple[float, float] | None]:
+) -> tuple[tuple[int, int] | None, tuple[float, float, int] | None]:
     """Audit the walked answers against the calibration (typical ones keep their rank
     certificate), check a concentrated batch's sample deeper, settle the batch to its goal, and
     return the shift and concentration evidence, if any."""
@@ -192,11 +193,13 @@ def _audited(
     def walk(rows: npt.NDArray[np.int64], ef: int) -> Hits:
         return batch.index._walk(batch.q[rows], k, ef, batch.mask)
 
-    def deeper(rows: npt.NDArray[np.int64], efs: npt.NDArray[np.int64]) -> Hits:
-        return walk_rows(walk, rows, efs, k)
+    def judge(rows: npt.NDArray[np.int64], got: Hits, exact: Hits) -> npt.NDArray[np.float64]:
+        return tie_aware_recall(got, exact, batch.index.vectors, batch.q[rows])
 
-    concentrated = check_concentration(planner, answers, walked, deeper, k)
-    unlike = a.shifted or bool(concentrated is not None and concentrated[1] < planner.goal)
+    concentrated, uncertified = check_concentration(
+        planner, answers, walked, batch.scan, judge, batch.n_allowed
+    )
+    unlike = a.shifted or uncertified
 
     def again(rows: npt.NDArray[np.int64], efs: npt.NDArray[np.int64]) -> None:
         got = walk_rows(walk, rows, efs, k)

@@ -58,10 +58,11 @@ class Plan:
     """Set when the batch's answers were unlike the calibration's: (answers in the
     calibration's tail, answers audited) — more than a batch drawn like the calibration queries
     puts there, so those answers were not certified by it (scanned or searched again)."""
-    concentrated: tuple[float, float] | None = None
+    concentrated: tuple[float, float, int] | None = None
     """Set when the batch's answers lay in few cells, so that their recall is one draw: (the
-    effective number of cells, the lower bound a deeper search of a sample left its recall:
-    below the goal, the batch is scanned)."""
+    effective number of cells, the walked answers' recall certified by an exact check of the
+    batch itself, the answers checked exactly: below what the goal asks, the rest is
+    scanned)."""
     n_stuck: int = 0
     """Walks that never reached their query's neighbourhood (an authorized landmark outscored
     their best answer), certified at the calibration's stuck-walk recall until searched again
@@ -69,10 +70,10 @@ class Plan:
 
     def __str__(self) -> str:
         if self.method == "exact" and self.concentrated is not None:
-            cells, bound = self.concentrated
+            cells, bound, checked = self.concentrated
             return (
-                f"scan (answers in {cells:.1f} cells: a deeper search of a sample shows recall "
-                f"{bound:.3f} at best)"
+                f"scan (answers in {cells:.1f} cells: {checked} checked exactly certify the "
+                f"walks at {bound:.3f})"
             )
         if self.method == "exact" and self.shifted is not None:
             return (
@@ -118,8 +119,10 @@ class Plan:
         if self.shifted is not None:
             evidence.append(f"shifted: {self.shifted[0]}/{self.shifted[1]} in the tail")
         if self.concentrated is not None:
-            cells, bound = self.concentrated
-            evidence.append(f"concentrated in {cells:.1f} cells, sample shows {bound:.3f}")
+            cells, bound, checked = self.concentrated
+            evidence.append(
+                f"concentrated in {cells:.1f} cells, {checked} checked exactly: {bound:.3f}"
+            )
         if self.n_stuck:
             evidence.append(f"{self.n_stuck} stuck")
         if self.n_escalated:

@@ -23,6 +23,7 @@ import numpy.typing as npt
 from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_mask
 from arecall.vector.index import Hits, VectorIndex
+from arecall.vector.oracle import tie_aware_recall
 from arecall.vector.placement import certification, direct
 from arecall.vector.placement.batch import Batch, count_allowed
 from arecall.vector.placement.evidence import Plan
@@ -171,7 +172,7 @@ def unfiltered(
 
 def _settled(
     index: VectorIndex, q: npt.NDArray[np.float32], k: int, planner: AutoPlanner, answers: Answers
-) -> tuple[tuple[int, int] | None, tuple[float, float] | None]:
+) -> tuple[tuple[int, int] | None, tuple[float, float, int] | None]:
     """Audit a plain search's walked answers, check a concentrated batch's sample deeper,
     settle the batch to its goal, and return the shift and concentration evidence, if any
     (nothing to audit without a support table: the calibration's value stands, as it always
@@ -186,11 +187,16 @@ def _settled(
     def walk(rows: npt.NDArray[np.int64], ef: int) -> Hits:
         return index.search(q[rows], k, ef_search=ef)
 
-    def deeper(rows: npt.NDArray[np.int64], efs: npt.NDArray[np.int64]) -> Hits:
-        return walk_rows(walk, rows, efs, k)
+    def judge(rows: npt.NDArray[np.int64], got: Hits, exact: Hits) -> npt.NDArray[np.float64]:
+        return tie_aware_recall(got, exact, index.vectors, q[rows])
 
-    concentrated = check_concentration(planner, answers, walked, deeper, k)
-    unlike = a.shifted or bool(concentrated is not None and concentrated[1] < planner.goal)
+    def scan(rows: npt.NDArray[np.int64]) -> Hits:
+        return index.exact(q[rows], k)
+
+    concentrated, uncertified = check_concentration(
+        planner, answers, walked, scan, judge, index.n_docs
+    )
+    unlike = a.shifted or uncertified
 
     def again(rows: npt.NDArray[np.int64], efs: npt.NDArray[np.int64]) -> None:
         got = walk_rows(walk, rows, efs, k)

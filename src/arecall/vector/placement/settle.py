@@ -13,6 +13,8 @@ goal is scanned. The general plan does the same with its own evidence
 
 from __future__ import annotations
 
+import hashlib
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -20,12 +22,12 @@ import numpy as np
 import numpy.typing as npt
 
 from arecall.vector.index import Hits
+from arecall.vector.placement import certification
 from arecall.vector.placement.certification import (
     Audit,
     below_goal,
     effective_cells,
-    recall_bound,
-    strided,
+    fewest_exact,
 )
 from arecall.vector.placement.planner import AutoPlanner
 
@@ -109,34 +111,66 @@ def check_concentration(
     planner: AutoPlanner,
     answers: Answers,
     walked: _Rows,
-    deeper: Callable[[_Rows, _Rows], Hits],
-    k: int,
-) -> tuple[float, float] | None:
+    scan: Callable[[_Rows], Hits],
+    judge: Callable[[_Rows, Hits, Hits], npt.NDArray[np.float64]],
+    n_allowed: int,
+) -> tuple[tuple[float, float, int] | None, bool]:
     """Where a batch's answers are concentrated (fewer effective cells than
     ``settings.concentrated_cells``: one neighbourhood's graph, so one draw of recall for all,
-    which the calibration's margin for independent queries does not cover), search a strided
-    sample again ``spot_factor`` times deeper (``deeper(rows, efs)``) and bound the first
-    answers' recall from above (:func:`recall_bound`). Unless the sample shows the goal with
-    ``z`` standard errors to spare, the batch's walked answers stay uncertified (value 0) and
-    are scanned. Returns (effective cells, the sample's lower bound) where it checked.
+    which the calibration's margin for independent queries does not cover), certify the walks
+    by an exact check of the batch itself: answers in a random order are scanned
+    (``scan(rows)``, then kept: a checked query is answered exactly) and their walks' recall
+    measured (``judge(rows, walked, exact)``), in up to ``settings.exact_rounds`` rounds, until
+    :func:`~arecall.vector.placement.certification.mean_lower_bound` — valid for any
+    [0, 1]-valued recall, at the planner's confidence, and at every round at once — lifts the
+    walked answers to what the batch's goal asks of them. The first round is the fewest checks
+    with which a perfect sample could certify (:func:`fewest_exact`); each next one checks half
+    of what is left. Uncertified after the last, the walked answers left keep value 0 (and are
+    scanned by :func:`settle`).
+
+    Returns ((effective cells, the walks' certified recall, answers checked) or ``None`` where
+    the batch is not concentrated, whether it stayed uncertified).
 
     A batch of 43 queries from one tight cluster of 20,000 vectors returned recall 0.941, every
     answer's score typical of the calibration's (certified 0.974): that cluster's graph is
     worse than the average the calibration measured, and nothing per query shows it."""
     settings = planner.settings
     if walked.size <= 2 * settings.sample_min:
-        return None
+        return None, False
     cells = effective_cells(planner, answers.ids[walked, 0])
     if not cells < settings.concentrated_cells:
-        return None
-    sample = walked[strided(walked.size, settings.sample_min)]
-    efs = planner.ef_at_least_many(settings.spot_factor * answers.efs[sample])
-    again = deeper(sample, efs)
-    answers.spent += float(np.sum(planner.walk_costs(efs)))
-    bound = recall_bound(Hits(answers.ids[sample], answers.scores[sample]), again, k)
-    spread = float(np.std(bound, ddof=1)) if bound.size > 1 else 1.0
-    lower = float(bound.mean()) - planner.z * spread / np.sqrt(bound.size)
-    if lower < planner.goal:
-        answers.value[walked] = 0.0
-        answers.tail[walked] = True
-    return cells, lower
+        return None, False
+    n, delta = walked.size, 1.0 - planner.confidence
+    others = np.ones(answers.value.shape[0], dtype=bool)
+    others[walked] = False
+    need = (planner.goal * others.size - float(answers.value[others].sum())) / n
+    need = min(1.0, math.ceil(max(need, 0.0) * 1000) / 1000)
+    # A random order (seeded by the answers: the same batch is checked the same way) makes
+    # the checked answers a sample without replacement, whatever order the caller chose.
+    seed = int.from_bytes(hashlib.blake2b(answers.ids[walked].tobytes(), digest_size=8).digest())
+    order = walked[np.random.default_rng(seed).permutation(n)]
+    recall = np.zeros(0)
+    done, upto, bound = 0, min(n, fewest_exact(n, need, delta)), 0.0
+    for _ in range(settings.exact_rounds):
+        rows = order[done:upto]
+        exact = scan(rows)
+        recall = np.concatenate(
+            [recall, judge(rows, Hits(answers.ids[rows], answers.scores[rows]), exact)]
+        )
+        answers.take(rows, exact)
+        answers.value[rows], answers.efs[rows] = 1.0, 0
+        answers.spent += rows.size * planner.scan_each(n_allowed, rows.size)
+        done = upto
+        rest = order[done:]
+        if not rest.size:
+            return (cells, 1.0, done), False
+        low = certification.mean_lower_bound(recall, n, delta)
+        left = max(0.0, (n * low - float(recall.sum())) / rest.size)  # the unchecked's mean
+        bound = (done + rest.size * left) / n
+        if bound >= need:
+            answers.value[rest] = np.minimum(answers.value[rest], left)
+            return (cells, bound, done), False
+        upto = done + max(settings.sample_min, math.ceil(rest.size / 2))
+    answers.value[rest] = 0.0
+    answers.tail[rest] = True
+    return (cells, bound, done), True
