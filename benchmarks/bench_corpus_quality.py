@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
-from arecall.core.placement import place_all
+from arecall.core.placed_lists import place_all
 from arecall.core.ragged import offsets
 from arecall.core.ranking import Ranking, rank_queries
 from arecall.core.scoring import score_pairs, summarise

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from seed_reference import seed_reference
 
-from arecall.core.placement import place_all
+from arecall.core.placed_lists import place_all
 from arecall.core.ranking import rank_queries
 from arecall.core.scoring import SEED_K_KEYS, score_pairs, summarise
 from arecall.data.authorization import apply_profiles

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: 
 
 from arecall.io.trec import Run
 
-from tests.evaluate.test_evaluation_vs_ranx import random_case, ranx_on_dicts, ranx_on_order
+from tests.evaluate._ranx_oracle import random_case, ranx_on_dicts, ranx_on_order
 
 
 def main() -> None:

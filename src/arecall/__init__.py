@@ -2,7 +2,7 @@
 
 Of what a retrieval system returns, how much may the person who asked actually use? The public
 API is the per-list metrics and placements (predicates are ``Callable[[str], bool]``); the
-vectorised all-pairs versions live in `arecall.core.placement` and `arecall.core.scoring`, the
+vectorised all-pairs versions live in `arecall.core.placed_lists` and `arecall.core.scoring`, the
 pipeline in `arecall.pipeline`.
 
 Examples
@@ -26,7 +26,7 @@ from arecall.core.registry import lazy_attributes
 _LAZY = {
     "ArecallError": "arecall.core.errors",
     "Authorized": "arecall.core.measures",
-    "Placement": "arecall.core.placement",
+    "Placement": "arecall.core.placed_lists",
     "authorized_recall_at_k": "arecall.core.measures",
     "ndcg_at_k": "arecall.core.measures",
     "post_filter": "arecall.core.filters",
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
         reciprocal_rank,
         unusable_fraction_at_k,
     )
-    from arecall.core.placement import Placement
+    from arecall.core.placed_lists import Placement
 
 __version__ = "0.1.0"
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import arecall
-from arecall.core.placement import place_all
+from arecall.core.placed_lists import place_all
 from arecall.core.ranking import rank_queries, rank_scores
 from arecall.core.scoring import exact_mean, score_pairs
 

@@ -24,7 +24,7 @@ from arecall.core.measures import (
     column,
     mlflow_key,
 )
-from arecall.core.placement import PLACEMENTS, place_all
+from arecall.core.placed_lists import PLACEMENTS, place_all
 from arecall.core.ranking import rank_queries, rank_scores
 from arecall.core.scoring import score_pairs
 from arecall.evaluate.evaluation import evaluate

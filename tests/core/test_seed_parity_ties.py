@@ -21,7 +21,7 @@ import pytest
 from authorized_recall import TfIdfIndex
 from authorized_recall.retrieval import _TOKEN
 
-from arecall.core.placement import place_all
+from arecall.core.placed_lists import place_all
 from arecall.core.ranking import TIE_DECIMALS, rank_queries, rank_scores
 from arecall.core.scoring import score_pairs, summarise
 from arecall.data.collection import Collection

@@ -27,7 +27,7 @@ import arecall.pipeline.proof as proof
 from arecall.cli.evaluate import evaluate_main
 from arecall.core.engine import DaskEngine, LocalEngine, blocks_of, engine_from_config, make_engine
 from arecall.core.errors import ArecallError
-from arecall.core.placement import place_all
+from arecall.core.placed_lists import place_all
 from arecall.core.ranking import rank_queries
 from arecall.core.scoring import score_pairs
 from arecall.evaluate.evaluation import evaluate

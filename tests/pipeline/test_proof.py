@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import arecall.pipeline.proof as proof
 from arecall.core.errors import ArecallError
 from arecall.core.measures import PIPELINE
-from arecall.core.placement import PlacedLists, place_all
+from arecall.core.placed_lists import PlacedLists, place_all
 from arecall.data.collection import Collection
 from arecall.pipeline.config import default_config
 from arecall.pipeline.run import Layout, filter_lists, generate, prove, rank, score

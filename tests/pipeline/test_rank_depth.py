@@ -21,7 +21,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arecall.core.placement import place_all
+from arecall.core.placed_lists import place_all
 from arecall.core.ranking import Ranking, rank_queries, rank_scores
 from arecall.core.schema import ConfigProblem
 from arecall.core.scoring import score_pairs

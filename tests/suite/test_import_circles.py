@@ -1,7 +1,7 @@
 """No module of ``arecall.core`` or ``arecall.vector`` imports itself back, through any chain.
 
 An import circle makes a module's meaning depend on which of its circle is imported first, and
-forced ``core/measures.py`` to import ``core/placement.py`` inside a function. The graph is
+forced ``core/measures.py`` to import ``core/placed_lists.py`` inside a function. The graph is
 read from the source (every runtime import, function-level included; ``if TYPE_CHECKING:``
 blocks are for the type checker only), so a new circle fails here before it ships.
 """

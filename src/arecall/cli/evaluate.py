@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from arecall.core.engine import ENGINES, make_engine
 from arecall.core.errors import ArecallError, print_error
-from arecall.core.placement import PLACEMENTS
+from arecall.core.placed_lists import PLACEMENTS
 from arecall.core.schema import ConfigProblem
 from arecall.core.significance import resamples_problem
 from arecall.evaluate.evaluation import Evaluation, compare, evaluate, parse_ks

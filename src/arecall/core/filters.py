@@ -1,7 +1,7 @@
 """The authorization predicate and the two ways to apply it to one ranked list.
 
 ``post``: L_K = filter(top_K(ranking)); ``pre``: L_K = top_K(filter(ranking)). The measures
-(`arecall.core.measures`) and the whole-run placement (`arecall.core.placement`) both build on
+(`arecall.core.measures`) and the whole-run placement (`arecall.core.placed_lists`) both build on
 these definitions, which depend on nothing else in arecall — so neither imports the other.
 """
 

@@ -25,7 +25,7 @@ from tqdm import tqdm
 
 from arecall.core.engine import Engine, LocalEngine
 from arecall.core.measures import PIPELINE, per_k_keys
-from arecall.core.placement import PlacedLists
+from arecall.core.placed_lists import PlacedLists
 from arecall.core.ranking import Ranking
 
 __all__ = [
@@ -151,7 +151,7 @@ def score_pairs(
     ranking : Ranking
         The unfiltered ranking (at least ``max(ks)`` deep, or every positive document).
     lists : PlacedLists
-        Post and pre lists from `arecall.core.placement.place_all` at ``max(ks)``.
+        Post and pre lists from `arecall.core.placed_lists.place_all` at ``max(ks)``.
     relevance : csr_matrix, shape (n_queries, n_docs)
         Relevance grades; any grade > 0 counts as relevant (binary, as the seed).
     acl : sparse bool matrix, shape (n_principals, n_docs)
@@ -163,7 +163,7 @@ def score_pairs(
     Examples
     --------
     >>> import numpy as np, scipy.sparse as sp
-    >>> from arecall.core.placement import place_all
+    >>> from arecall.core.placed_lists import place_all
     >>> from arecall.core.ranking import rank_queries
     >>> acl = sp.csr_matrix([[True, True, False]])
     >>> rel = sp.csr_matrix([[1.0, 1.0, 1.0]])

@@ -57,7 +57,7 @@ import numpy as np
 
 from arecall.core.engine import Engine, LocalEngine
 from arecall.core.errors import ArecallError
-from arecall.core.placement import PLACEMENTS
+from arecall.core.placed_lists import PLACEMENTS
 from arecall.core.significance import delta_significance, delta_significance_counts, exact_mean
 from arecall.evaluate.inputs import (
     DEFAULTS,

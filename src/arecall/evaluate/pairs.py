@@ -36,7 +36,7 @@ import numpy as np
 
 from arecall.core.errors import ArecallError
 from arecall.core.measures import EVALUATE
-from arecall.core.placement import Placement
+from arecall.core.placed_lists import Placement
 from arecall.evaluate.kernels import AUTHORIZED_MEASURES, pair_counts, ratio
 from arecall.io.atomic import atomic_path
 

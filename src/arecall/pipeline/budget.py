@@ -8,7 +8,7 @@ has free; past it, one `ConfigProblem` names the key and gives the estimate.
 The estimates count only arrays that are certainly allocated, so they are lower bounds: a
 configuration refused here could not have run. What they count:
 
-* **Placed lists** (`arecall.core.placement.place_all`): four int32 arrays of principals ×
+* **Placed lists** (`arecall.core.placed_lists.place_all`): four int32 arrays of principals ×
   queries × K (`LIST_CELL` bytes per cell), built by the filter stage and loaded again by score
   and prove. K larger than the number of documents is allowed (Precision@K and the returned
   share are defined for it; the lists are padded); it is refused only when this does not fit.

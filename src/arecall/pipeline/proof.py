@@ -1,8 +1,8 @@
 """The prove stage: the seed's claims, checked on every run.
 
 Two kinds of check. *Property claims* run over random rankings, K and predicates against both the
-per-list definitions (`arecall.core.measures`, `arecall.core.placement`) and the batch code the
-pipeline actually used (`arecall.core.placement.place_all`, `arecall.core.scoring.score_pairs`).
+per-list definitions (`arecall.core.measures`, `arecall.core.placed_lists`) and the batch code the
+pipeline actually used (`arecall.core.placed_lists.place_all`, `arecall.core.scoring.score_pairs`).
 *Data claims* check the run's own lists and scores for every query-principal pair and K.
 
 The property search is vectorised: each claim draws its cases from its own seeded generator, and
@@ -35,7 +35,7 @@ from arecall.core.measures import (
     recall_at_k,
     unusable_fraction_at_k,
 )
-from arecall.core.placement import PlacedLists, place_all, post_filter, pre_filter
+from arecall.core.placed_lists import PlacedLists, place_all, post_filter, pre_filter
 from arecall.core.ranking import rank_queries
 from arecall.core.scoring import (
     BAR_CELLS,

@@ -10,7 +10,7 @@ List defaults are tuples at module level (``SEARCH_PLACEMENTS``, ``SELECTIVITIES
 dataclass list field needs a ``default_factory`` and so has no class attribute to point a
 signature at. ``SEARCH_PLACEMENTS`` are where a filter sits relative to an ANN search; the
 placements of a filter relative to a ranked list's truncation (post, pre, as-is) are another
-vocabulary, `arecall.core.placement.PLACEMENTS`.
+vocabulary, `arecall.core.placed_lists.PLACEMENTS`.
 """
 
 from __future__ import annotations

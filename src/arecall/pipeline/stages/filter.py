@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from arecall.core.placement import PlacedLists, place_all
+from arecall.core.placed_lists import PlacedLists, place_all
 from arecall.core.ranking import Ranking
 from arecall.data.collection import Collection
 from arecall.pipeline.budget import check_lists_memory

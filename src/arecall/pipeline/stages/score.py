@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from arecall.core.engine import Engine, engine_from_config
-from arecall.core.placement import PlacedLists
+from arecall.core.placed_lists import PlacedLists
 from arecall.core.ranking import Ranking
 from arecall.core.scoring import PairScores, score_pairs, summarise
 from arecall.core.significance import delta_significance
