@@ -325,7 +325,9 @@ def _stage(corpus: Layout, where: Path, overrides: list[str]) -> bytes:
 @pytest.mark.parametrize(
     "name", ["tfidf", "sklearn_tfidf", "bm25", "dense_lsa", "embeddings", "model2vec"]
 )
-@pytest.mark.parametrize("depth", ["null", "3"])
+@pytest.mark.parametrize(
+    "depth", [pytest.param("null", marks=pytest.mark.long), "3"]
+)  # every entry ranked: the slow half, in `make test-faults`; the Hypothesis worlds cover it fast
 def test_every_retriever_ranks_by_block_and_shard_to_the_one_process_bytes(
     name: str, depth: str, corpus_layout: Layout, words_layout: Layout, tmp_path: Path
 ) -> None:
@@ -364,6 +366,7 @@ def cluster() -> Iterator[Any]:
         yield c
 
 
+@pytest.mark.long  # a cluster per module: `make test-faults`, beside the cluster guide's rank run
 def test_rank_on_the_cluster_writes_the_local_bytes(
     cluster: Any, corpus_layout: Layout, tmp_path: Path
 ) -> None:
@@ -386,6 +389,7 @@ def test_rank_on_the_cluster_writes_the_local_bytes(
     assert left == ["rank.json", "ranking.npz"]  # the block files are gone
 
 
+@pytest.mark.long
 def test_the_dask_engine_runs_one_task_per_query_block(cluster: Any, tmp_path: Path) -> None:
     scores = sp.csr_matrix(np.random.default_rng(0).random((23, 9)))
     want = _reference(
