@@ -24,11 +24,10 @@ import numpy as np
 import numpy.typing as npt
 
 from arecall.vector.index import Hits
-from arecall.vector.oracle import tie_aware_recall
 from arecall.vector.placement import certification
 from arecall.vector.placement.batch import Batch
 from arecall.vector.placement.evidence import Plan
-from arecall.vector.placement.settle import Answers, check_concentration, settle, walk_rows
+from arecall.vector.placement.settle import Answers, settle_audited
 
 __all__ = ["direct", "scan_all"]
 
@@ -193,29 +192,19 @@ def _audited(
     def walk(rows: npt.NDArray[np.int64], ef: int) -> Hits:
         return batch.index._walk(batch.q[rows], k, ef, batch.mask)
 
-    def judge(rows: npt.NDArray[np.int64], got: Hits, exact: Hits) -> npt.NDArray[np.float64]:
-        return tie_aware_recall(got, exact, batch.index.vectors, batch.q[rows])
-
-    concentrated, uncertified = check_concentration(
-        planner, answers, walked, batch.scan, judge, batch.n_allowed
+    return settle_audited(
+        planner,
+        answers,
+        a,
+        walked,
+        batch.q,
+        walk=walk,
+        scan=batch.scan,
+        vectors=batch.index.vectors,
+        share=batch.share,
+        mask=batch.mask,
+        n_allowed=batch.n_allowed,
     )
-    unlike = a.shifted or uncertified
-
-    def again(rows: npt.NDArray[np.int64], efs: npt.NDArray[np.int64]) -> None:
-        got = walk_rows(walk, rows, efs, k)
-        full = got.returned() >= min(k, batch.n_allowed)
-        rows, efs, got = rows[full], efs[full], Hits(got.ids[full], got.scores[full])
-        answers.take(rows, got)
-        answers.efs[rows] = efs
-        redone = certification.audit(
-            planner, batch.q[rows], got, batch.share, efs, batch.mask, test_shift=False
-        )
-        assert redone is not None
-        answers.note(rows, redone)
-
-    settle(planner, answers, unlike, again, batch.scan, batch.n_allowed)
-    shifted = (int(np.count_nonzero(a.tail)), int(walked.size)) if a.shifted else None
-    return shifted, concentrated
 
 
 def scan_all(

@@ -23,14 +23,13 @@ import numpy.typing as npt
 from arecall.core.errors import ArecallError
 from arecall.vector._checks import check_k, check_mask
 from arecall.vector.index import Hits, VectorIndex
-from arecall.vector.oracle import tie_aware_recall
 from arecall.vector.placement import certification, direct
 from arecall.vector.placement.batch import Batch, count_allowed
 from arecall.vector.placement.evidence import Plan
 from arecall.vector.placement.fixed import post, pre, pushdown
 from arecall.vector.placement.general import general
 from arecall.vector.placement.planner import AutoPlanner
-from arecall.vector.placement.settle import Answers, check_concentration, settle, walk_rows
+from arecall.vector.placement.settle import Answers, settle_audited
 from arecall.vector.schema import SEARCH_PLACEMENTS
 
 __all__ = ["answer", "auto", "certified", "check_placements", "place", "unfiltered"]
@@ -187,31 +186,19 @@ def _settled(
     def walk(rows: npt.NDArray[np.int64], ef: int) -> Hits:
         return index.search(q[rows], k, ef_search=ef)
 
-    def judge(rows: npt.NDArray[np.int64], got: Hits, exact: Hits) -> npt.NDArray[np.float64]:
-        return tie_aware_recall(got, exact, index.vectors, q[rows])
-
-    def scan(rows: npt.NDArray[np.int64]) -> Hits:
-        return index.exact(q[rows], k)
-
-    concentrated, uncertified = check_concentration(
-        planner, answers, walked, scan, judge, index.n_docs
+    return settle_audited(
+        planner,
+        answers,
+        a,
+        walked,
+        q,
+        walk=walk,
+        scan=partial(_exact_rows, index, q, k),
+        vectors=index.vectors,
+        share=1.0,
+        mask=None,
+        n_allowed=index.n_docs,
     )
-    unlike = a.shifted or uncertified
-
-    def again(rows: npt.NDArray[np.int64], efs: npt.NDArray[np.int64]) -> None:
-        got = walk_rows(walk, rows, efs, k)
-        full = got.returned() >= min(k, index.n_docs)
-        rows, efs, got = rows[full], efs[full], Hits(got.ids[full], got.scores[full])
-        answers.take(rows, got)
-        answers.efs[rows] = efs
-        redone = certification.audit(planner, q[rows], got, 1.0, efs, None, test_shift=False)
-        assert redone is not None
-        answers.note(rows, redone)
-
-    scan = partial(_exact_rows, index, q, k)
-    settle(planner, answers, unlike, again, scan, index.n_docs)
-    shifted = (int(np.count_nonzero(a.tail)), int(walked.size)) if a.shifted else None
-    return shifted, concentrated
 
 
 def _exact_rows(

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from arecall.vector.index import Hits
+from arecall.vector.oracle import tie_aware_recall
 from arecall.vector.placement import certification
 from arecall.vector.placement.certification import (
     Audit,
@@ -174,3 +175,45 @@ def check_concentration(
     answers.value[rest] = 0.0
     answers.tail[rest] = True
     return (cells, bound, done), True
+
+
+def settle_audited(
+    planner: AutoPlanner,
+    answers: Answers,
+    audited: certification.Audit,
+    walked: _Rows,
+    q: npt.NDArray[np.float32],
+    *,
+    walk: Callable[[_Rows, int], Hits],
+    scan: Callable[[_Rows], Hits],
+    vectors: npt.NDArray[np.float32],
+    share: float,
+    mask: npt.NDArray[np.bool_] | None,
+    n_allowed: int,
+) -> tuple[tuple[int, int] | None, tuple[float, float, int] | None]:
+    """After the audit of the walked answers (``audited``, noted in ``answers``): check a
+    concentrated batch exactly, settle the batch to its goal (walks again re-audited, or scans),
+    and return the shift and concentration evidence, if any. One sequence for the direct plan
+    (filtered walks, ``share`` and ``mask``) and a plain search (``1.0``, ``None``)."""
+    k = answers.ids.shape[1]
+
+    def judge(rows: _Rows, got: Hits, exact: Hits) -> npt.NDArray[np.float64]:
+        return tie_aware_recall(got, exact, vectors, q[rows])
+
+    concentrated, uncertified = check_concentration(
+        planner, answers, walked, scan, judge, n_allowed
+    )
+
+    def again(rows: _Rows, efs: _Rows) -> None:
+        got = walk_rows(walk, rows, efs, k)
+        full = got.returned() >= min(k, n_allowed)
+        rows, efs, got = rows[full], efs[full], Hits(got.ids[full], got.scores[full])
+        answers.take(rows, got)
+        answers.efs[rows] = efs
+        redone = certification.audit(planner, q[rows], got, share, efs, mask, test_shift=False)
+        assert redone is not None
+        answers.note(rows, redone)
+
+    settle(planner, answers, audited.shifted or uncertified, again, scan, n_allowed)
+    shifted = (int(np.count_nonzero(audited.tail)), int(walked.size)) if audited.shifted else None
+    return shifted, concentrated
