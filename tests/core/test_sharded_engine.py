@@ -59,7 +59,8 @@ def local_cluster(n_workers: int = 2) -> Iterator[Any]:
         threads_per_worker=1,
         processes=True,
         host="127.0.0.1",
-        dashboard_address=None,
+        dashboard_address=None,  # no dashboard; its HTTP server (/health) on a free port, not
+        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},  # 8787 first (a warning if taken)
         worker_dashboard_address=None,
         timeout=START_TIMEOUT,
         silence_logs=40,
@@ -592,16 +593,77 @@ def test_block_sizes_come_from_memory_and_keep_every_worker_busy(cluster):
     """The default block was ``max(1, 2**22 // cells)`` principals: one principal once a
     principal's work is large. Now a block holds what the engine's memory allows (a quarter of
     a worker thread's memory limit on Dask), cut further to give each worker thread 4 blocks."""
-    from arecall.core.engine import BLOCKS_PER_THREAD, LOCAL_BLOCK_BYTES, WORKER_SHARE
+    from arecall.core.engine import (
+        BLOCKS_PER_THREAD,
+        LOCAL_BLOCK_BYTES,
+        WORKER_BLOCK_BYTES,
+        WORKER_SHARE,
+    )
 
     assert LocalEngine().spans(10, per_principal=LOCAL_BLOCK_BYTES // 4)[0] == (0, 4)
     with DaskEngine(cluster.scheduler_address) as engine:
         workers = engine.client.scheduler_info()["workers"].values()
         limit = min(w["memory_limit"] // w["nthreads"] for w in workers)
         threads = sum(w["nthreads"] for w in workers)
-        assert engine.block_bytes() == max(min(limit // WORKER_SHARE, 1 << 31), 1 << 26)
+        low, high = WORKER_BLOCK_BYTES
+        assert high == LOCAL_BLOCK_BYTES  # larger blocks only cost more per pair (issue 36)
+        assert engine.block_bytes() == max(min(limit // WORKER_SHARE, high), low)
         per = engine.block_bytes() // 50  # memory holds 50 principals per block
         assert {e - s for s, e in engine.spans(30, per_principal=per)[:-1]} == {
             -(-30 // (BLOCKS_PER_THREAD * threads))
         }
         assert len(engine.spans(10_000, per_principal=per)) == -(-10_000 // 50)
+
+
+def _profiler_and_allocator(dask_worker: Any) -> tuple[list[str], Any]:
+    """A worker's running profiler callbacks, and whether it tuned its allocator."""
+    import arecall.core.engine as engine_module
+
+    running = [
+        name
+        for name in ("profile", "profile-cycle")
+        if name in dask_worker.periodic_callbacks
+        and dask_worker.periodic_callbacks[name].is_running()
+    ]
+    return running, engine_module._tuned
+
+
+def test_a_dask_engine_stops_the_profiler_and_tunes_the_allocator_of_every_worker(cluster):
+    """Issue 36: a worker spent more CPU per pair than the local engine. Besides the nanny's
+    allocator setting, Dask's statistical profiler samples a running task's stack every 10 ms
+    on the event loop, a cost per second of wall time. Users start workers with the profiler
+    on (as this cluster's are); connecting a DaskEngine turns it off and tunes the allocator on
+    every worker before any block runs, and leaves the plugin with the scheduler for workers
+    that join later."""
+    from arecall.core.dask_workers import WORKER_TUNING
+
+    with DaskEngine(cluster.scheduler_address) as engine:
+        after = engine.client.run(_profiler_and_allocator)
+        plugins = engine.client.run_on_scheduler(
+            lambda dask_scheduler: list(dask_scheduler.worker_plugins)
+        )
+    assert len(after) == 2 and all(v == ([], True) for v in after.values()), after
+    assert WORKER_TUNING in plugins
+
+
+@pytest.mark.long
+def test_workers_that_join_after_the_engine_connected_run_without_the_profiler(cluster):
+    """A worker joining the cluster (here: every worker restarted by its nanny) sets up its
+    plugins before it starts its periodic callbacks: `WorkerTuning` takes the profiler's out,
+    so it is not started. Without arecall's plugin, restarted workers profile again."""
+    import distributed
+
+    from arecall.core.dask_workers import WORKER_TUNING
+
+    with distributed.Client(cluster.scheduler_address, timeout=START_TIMEOUT) as client:
+        with suppress(Exception):  # registered by an earlier test's engine: start over
+            client.unregister_worker_plugin(WORKER_TUNING)
+        client.restart(timeout=START_TIMEOUT)
+        before = client.run(_profiler_and_allocator)
+        assert all(v == (["profile", "profile-cycle"], None) for v in before.values()), before
+        DaskEngine(cluster.scheduler_address).close()
+        client.restart(timeout=START_TIMEOUT)  # new worker processes join the cluster
+        client.wait_for_workers(len(before), timeout=START_TIMEOUT)
+        rejoined = client.run(_profiler_and_allocator)
+    assert len(rejoined) == len(before)
+    assert all(v == ([], True) for v in rejoined.values()), rejoined

@@ -309,7 +309,9 @@ def test_a_closing_workers_failed_heartbeat_prints_no_traceback_with_the_launche
 
 
 def test_the_launchers_own_cluster_carries_the_plugin_and_a_users_cluster_does_not():
-    """Only workers the launcher started are quietened; a given scheduler's are left alone."""
+    """Only workers the launcher started are quietened; a given scheduler's are left alone.
+    Both get arecall's worker tuning (allocator tuned, Dask's profiler off: issue 36): a
+    point's stages run on them."""
     from types import SimpleNamespace
 
     from distributed import LocalCluster
@@ -322,11 +324,18 @@ def test_the_launchers_own_cluster_carries_the_plugin_and_a_users_cluster_does_n
         names = {type(f).__name__ for f in logging.getLogger("distributed.worker").filters}
         return "ClosingHeartbeatFilter" in names or "arecall-quiet-close" in dask_worker.plugins
 
+    def tuned(dask_worker) -> bool:  # runs in the worker's process
+        from arecall.core.dask_workers import PROFILER_CALLBACKS, WORKER_TUNING
+
+        profiling = set(PROFILER_CALLBACKS) & set(dask_worker.periodic_callbacks)
+        return WORKER_TUNING in dask_worker.plugins and not profiling
+
     ours = SimpleNamespace(address=None, n_workers=1, threads_per_worker=1, connect_timeout=60.0)
     client, cluster = _connect(ours)
     try:
         assert cluster is not None
         assert list(client.run(quietened).values()) == [True]
+        assert list(client.run(tuned).values()) == [True]
     finally:
         _close(client, cluster)
     with LocalCluster(
@@ -337,6 +346,7 @@ def test_the_launchers_own_cluster_carries_the_plugin_and_a_users_cluster_does_n
         try:
             assert cluster is None
             assert list(client.run(quietened).values()) == [False]
+            assert list(client.run(tuned).values()) == [True]
         finally:
             _close(client, cluster)
 

@@ -12,7 +12,12 @@ pipeline's stages); either way results are byte-identical whatever the engine an
 
 Block sizes come from memory: a caller says how many bytes of temporaries one principal needs
 (``per_principal``), and each engine fits as many principals in a block as its budget holds —
-`LocalEngine` `LOCAL_BLOCK_BYTES`, `DaskEngine` a quarter of a worker thread's memory limit.
+`LocalEngine` `LOCAL_BLOCK_BYTES`, `DaskEngine` a quarter of a worker thread's memory limit, up to
+the same `LOCAL_BLOCK_BYTES`.
+
+A worker computes a pair at the local engine's cost: `DaskEngine` registers
+`arecall.core.dask_workers.WorkerTuning` on the cluster it connects to (the allocator tuned,
+Dask's statistical profiler off), so workers started by hand need no setting.
 
 The API is one call, `Engine.map_blocks`: ``fn(start, stop, block, **shared)`` for every block
 of principals, results in block order. ``shared`` holds what every block needs (the ranking, the
@@ -64,8 +69,11 @@ WORKER_SHARE = 4
 #: every worker, and a lost worker's share rerun in small pieces.
 BLOCKS_PER_THREAD = 4
 
-#: The least and most a block of a Dask worker holds, whatever its memory limit says.
-WORKER_BLOCK_BYTES = (1 << 26, 1 << 31)
+#: The least and most a block of a Dask worker holds, whatever its memory limit says. The most
+#: is the local engine's block: larger blocks only cost more per pair (measured: blocks of
+#: 750 and 1,500 principals took 10–20% more CPU per pair than blocks of 250, the size 256 MiB
+#: holds, in benchmark 7), so a worker with memory to spare runs the same blocks as one process.
+WORKER_BLOCK_BYTES = (1 << 26, LOCAL_BLOCK_BYTES)
 
 BlockFn = Callable[..., Any]
 
@@ -280,6 +288,10 @@ def _run_block(fn: BlockFn, start: int, stop: int, data: _Aligned, **shared: _Al
 class DaskEngine(Engine):
     """Blocks as tasks on a Dask distributed cluster (``distributed.Client(scheduler)``).
 
+    Connecting registers `arecall.core.dask_workers.WorkerTuning` on the cluster: each worker,
+    and each that joins later, tunes its allocator and stops Dask's statistical profiler, the
+    two things that made a worker's pair cost more than the local engine's.
+
     ``shared`` is scattered once with ``broadcast=True`` (one copy per worker), each block's own
     data to one worker, and the tasks get their futures (nothing large goes through the task
     graph); results are gathered in block order. Pure, deterministic block functions
@@ -325,6 +337,13 @@ class DaskEngine(Engine):
                 f"{setting}: cannot reach the Dask scheduler at {scheduler}: {exc}"
             ) from None
         self.scheduler = scheduler
+        try:  # every worker, now and joining later: the allocator tuned, the profiler off
+            from arecall.core.dask_workers import register
+
+            register(self.client)
+        except (OSError, TimeoutError) as exc:
+            self.client.close()
+            raise self._lost(exc) from None
         self._block_bytes: int | None = None
         #: Per `map_blocks` call: tasks, bytes scattered once (× workers), bytes of the blocks'
         #: own data (scattered, each to one worker) and bytes gathered back (dask's
@@ -348,7 +367,8 @@ class DaskEngine(Engine):
 
     def block_bytes(self) -> int:
         """A quarter of the smallest worker thread's memory limit (`WORKER_SHARE`), within
-        `WORKER_BLOCK_BYTES`; `LOCAL_BLOCK_BYTES` when the workers have no limit."""
+        `WORKER_BLOCK_BYTES` (at most the local engine's block); `LOCAL_BLOCK_BYTES` when the
+        workers have no limit."""
         if self._block_bytes is None:
             limits = [
                 int(w.get("memory_limit") or 0) // max(int(w.get("nthreads") or 1), 1)

@@ -179,6 +179,11 @@ def _connect(launcher: Any) -> tuple[Any, Any]:
             f"hydra.launcher.address={address}: the scheduler has no workers after "
             f"{launcher.connect_timeout:g} s (start some: dask worker {address})"
         ) from None
+    # a point's stages run on a worker: its allocator tuned and Dask's profiler off, as for
+    # the blocks of arecall's Dask engine (arecall.core.dask_workers)
+    from arecall.core.dask_workers import register
+
+    register(client)
     if cluster is not None:
         # Our own workers close with the sweep: their shutdown must not print a traceback.
         from hydra_plugins.arecall_dask_launcher._closing import QuietClose

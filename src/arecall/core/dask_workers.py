@@ -1,0 +1,76 @@
+"""What arecall sets on the Dask workers it runs blocks on (`WorkerTuning`).
+
+Why: a block costs more per pair on a Dask worker than in one process for two reasons that
+come from how workers are started, not from the block (issue 36, measured in benchmark 7):
+
+* Dask's nanny starts each worker with ``MALLOC_TRIM_THRESHOLD_=65536``, which pins glibc's
+  mmap threshold at 128 KiB: every block temporary is mapped and unmapped afresh
+  (`arecall.core.engine.tune_allocator` resets the thresholds);
+* Dask's statistical profiler wakes the worker's event loop every 10 ms while a task runs,
+  walks the running thread's stack under the GIL and stores it: a cost per second of wall
+  time, so it grows as a loaded machine stretches the block's wall time (about 0.03 s of CPU
+  per second of a running task, doubling the event loop's own cost).
+
+`arecall.core.engine.DaskEngine` and the Hydra launcher register `WorkerTuning` on the
+cluster they connect to, so every worker there, and every worker that joins later, gets it:
+the user's ``dask worker`` processes need no setting. The profiler stays off for the
+worker's life (its dashboard profile page stays empty); a user who wants it for other work
+runs arecall on workers of their own.
+
+Imported only once Dask is known to be installed (the ``cluster`` extra).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from distributed import WorkerPlugin
+
+from arecall.core.engine import tune_allocator
+
+__all__ = ["PROFILER_CALLBACKS", "WORKER_TUNING", "WorkerTuning", "register"]
+
+#: The name the plugin is registered under (one per cluster, whoever registers it).
+WORKER_TUNING = "arecall-worker-tuning"
+
+#: A worker's periodic callbacks that make up Dask's statistical profiler: the 10 ms sampler
+#: and the 1 s cycle that files its samples.
+PROFILER_CALLBACKS = ("profile", "profile-cycle")
+
+
+class WorkerTuning(WorkerPlugin):
+    """On each worker: the allocator tuned, and the statistical profiler stopped.
+
+    The profiler's callbacks are taken out of the worker's ``periodic_callbacks``, not only
+    stopped: a worker joining the cluster runs its plugins' ``setup`` before it starts its
+    periodic callbacks, which would start them again.
+
+    Examples
+    --------
+    >>> class Callback:
+    ...     running = True
+    ...     def stop(self):
+    ...         self.running = False
+    >>> class Worker:
+    ...     periodic_callbacks = {"profile": Callback(), "heartbeat": Callback()}
+    >>> worker = Worker()
+    >>> sampler = worker.periodic_callbacks["profile"]
+    >>> WorkerTuning().setup(worker)
+    >>> sorted(worker.periodic_callbacks), sampler.running
+    (['heartbeat'], False)
+    """
+
+    name = WORKER_TUNING
+    idempotent = True  # registered again by another client: nothing to redo
+
+    def setup(self, worker: Any) -> None:
+        tune_allocator()
+        for key in PROFILER_CALLBACKS:
+            callback = worker.periodic_callbacks.pop(key, None)
+            if callback is not None:
+                callback.stop()
+
+
+def register(client: Any) -> None:
+    """Register `WorkerTuning` on ``client``'s cluster (its workers now and later)."""
+    client.register_plugin(WorkerTuning(), name=WORKER_TUNING)
