@@ -225,6 +225,16 @@ def test_every_socket_of_the_cluster_listens_on_loopback(cluster):
     assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
 
 
+def test_the_test_clusters_scheduler_takes_no_fixed_http_port(cluster):
+    """The scheduler's HTTP server (health, metrics; no dashboard) defaulted to Dask's 8787,
+    with a warning when another job held it: it takes a free port on loopback."""
+    server = cluster.scheduler.http_server
+    assert server.address == "127.0.0.1" and server.port not in (8787, 0), (
+        server.address,
+        server.port,
+    )
+
+
 @pytest.fixture(scope="module")
 def pipeline_run(tmp_path_factory):
     """generate → rank → filter once; score and prove then run on each engine."""
