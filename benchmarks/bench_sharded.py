@@ -132,7 +132,11 @@ def one(args: argparse.Namespace) -> None:
 
     d = Path(args.dir)
     principals = [f"p{i}" for i in range(args.n_principals)]
-    kernel, kernel_cpu = [0.0], [0.0]
+    if args.untuned:  # as before issue 36's fix: the workers keep Dask's profiler
+        import arecall.core.dask_workers as dask_workers
+
+        dask_workers.register = lambda client: None  # type: ignore[assignment]
+    kernel, kernel_cpu, calls = [0.0], [0.0], [0]
     if args.engine == "local":  # the per-pair kernel's own time, as the task stream has it
         reduce_block = evaluation.reduce_block
 
@@ -143,6 +147,7 @@ def one(args: argparse.Namespace) -> None:
             finally:
                 kernel[0] += time.perf_counter() - t
                 kernel_cpu[0] += time.thread_time() - cpu
+                calls[0] += 1
 
         evaluation.reduce_block = timed  # type: ignore[assignment]
     started = time.perf_counter()
@@ -197,7 +202,8 @@ def one(args: argparse.Namespace) -> None:
                 "workers_rss": sorted(workers_rss.values()),
                 "kernel_seconds": kernel[0],
                 "kernel_cpu": kernel_cpu[0],
-                "tasks": sum(x["tasks"] for x in shipped),
+                "tasks": sum(x["tasks"] for x in shipped) or calls[0],
+                "load": os.getloadavg()[0],
                 "gathered_bytes": sum(x["result_bytes"] for x in shipped),
                 "scattered_bytes": sum(x["shared_bytes"] * x["workers"] for x in shipped),
                 "task_bytes": sum(x["task_bytes"] for x in shipped),
@@ -207,7 +213,12 @@ def one(args: argparse.Namespace) -> None:
 
 
 def _measure(
-    args: argparse.Namespace, d: Path, n_p: int, engine: str, scheduler: str = ""
+    args: argparse.Namespace,
+    d: Path,
+    n_p: int,
+    engine: str,
+    scheduler: str = "",
+    extra: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     out = d / f"summary-{engine}-{n_p}.json"
     cmd = [
@@ -217,6 +228,7 @@ def _measure(
     ]  # fmt: skip
     if scheduler:
         cmd += ["--scheduler", scheduler]
+    cmd += extra
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise SystemExit(proc.stderr)
@@ -226,7 +238,7 @@ def _measure(
 
 
 @contextlib.contextmanager
-def loopback_cluster(directory: Path, workers: int, profile: bool = True) -> Any:
+def loopback_cluster(directory: Path, workers: int) -> Any:
     """``dask scheduler`` and ``workers`` ``dask worker`` processes (one thread each), every
     socket on 127.0.0.1; yields the scheduler's address; stops every process it started."""
     bin_dir = Path(sys.executable).parent
@@ -235,9 +247,6 @@ def loopback_cluster(directory: Path, workers: int, profile: bool = True) -> Any
     common = ["--host", "127.0.0.1", "--no-dashboard", "--dashboard-address", "127.0.0.1:0"]
     procs: list[subprocess.Popen[bytes]] = []
     logs = directory / "cluster.log"
-    env = dict(os.environ)
-    if not profile:  # Dask's statistical profiler samples every worker thread every 10 ms
-        env["DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED"] = "False"
     try:
         with logs.open("ab") as log:
             procs.append(
@@ -284,7 +293,6 @@ def loopback_cluster(directory: Path, workers: int, profile: bool = True) -> Any
                         stdout=log,
                         stderr=log,
                         start_new_session=True,
-                        env=env,
                     )
                 )
         time.sleep(0.2)
@@ -302,12 +310,19 @@ def loopback_cluster(directory: Path, workers: int, profile: bool = True) -> Any
                 proc.wait(timeout=10)
 
 
-def _fresh_workers(address: str, workers: int) -> None:
-    """Restart the workers (each measurement's peak RSS its own) and import arecall on them."""
+def _fresh_workers(address: str, workers: int, untuned: bool = False) -> None:
+    """Restart the workers (each measurement's peak RSS its own) and import arecall on them;
+    ``untuned``: first take arecall's worker plugin off the scheduler, so the restarted
+    workers run as they were started (Dask's profiler on) until an engine registers it."""
     import distributed
 
     with distributed.Client(address, timeout=60) as client:
         client.wait_for_workers(workers, timeout=120)
+        if untuned:
+            from arecall.core.dask_workers import WORKER_TUNING
+
+            with contextlib.suppress(Exception):  # not registered yet
+                client.unregister_worker_plugin(WORKER_TUNING)
         client.restart(timeout=120)
         client.wait_for_workers(workers, timeout=120)
         # a long-lived cluster has imported arecall once: not part of an evaluation
@@ -320,7 +335,7 @@ def run_all(args: argparse.Namespace) -> None:
         generate(d, args)
         local = {n_p: _measure(args, d, n_p, "local") for n_p in args.principal_counts}
         started = time.perf_counter()
-        with loopback_cluster(d, args.workers, profile=not args.no_profile) as address:
+        with loopback_cluster(d, args.workers) as address:
             _fresh_workers(address, args.workers)
             cluster_start = time.perf_counter() - started
             dask = {}
@@ -493,6 +508,62 @@ def run_allocator(args: argparse.Namespace) -> None:
         print(f"| {name} | {float(np.median(values)):.2f} |")
 
 
+def run_worker(args: argparse.Namespace) -> None:
+    """A pair's CPU cost on a worker against the local engine's, on the same blocks: one
+    ``dask scheduler`` + one ``dask worker --nthreads 1`` (as users start them, Dask's profiler
+    on), and per round, interleaved, each a fresh process: the local engine (the kernel's CPU,
+    ``reduce_block`` summed over blocks), the worker as before issue 36's fix (arecall's worker
+    plugin kept off: profiler on) and the worker as arecall now leaves it (the plugin
+    registered by the engine: profiler off, allocator tuned). A worker's cost is its whole
+    process's CPU during the evaluation: the kernel, and receiving, deserialising and sending
+    back, its event loop and everything Dask runs there. The worker is restarted before each
+    measurement (a fresh heap, as a user's new worker)."""
+    n_p = args.principals
+    args.principal_counts = [n_p]
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        generate(d, args)
+        with loopback_cluster(d, 1) as address:
+            for _ in range(args.rounds):
+                local = _measure(args, d, n_p, "local")
+                _fresh_workers(address, 1, untuned=True)
+                before = _measure(args, d, n_p, "dask", address, ("--untuned",))
+                _fresh_workers(address, 1)
+                after = _measure(args, d, n_p, "dask", address)
+                for r in (before, after):
+                    assert r["summary"] == local["summary"], "summaries differ"
+                    if args.block:  # automatic: a small call's blocks may differ
+                        assert r["tasks"] == local["tasks"], (r["tasks"], local["tasks"])
+                rows.append({"local": local, "before": before, "after": after})
+    pairs = rows[0]["local"]["pairs"]
+    print(
+        f"synthetic: {args.queries:,} queries × {args.depth} results, {n_p:,} principals "
+        f"({pairs:,} pairs), K = {args.k}; blocks of {args.block or 'automatic'} principals "
+        f"({rows[0]['local']['tasks']} local, {rows[0]['after']['tasks']} on the worker); "
+        f"one worker × 1 thread on 127.0.0.1; "
+        f"{args.rounds} interleaved rounds; summaries byte-identical\n"
+    )
+    print(
+        "| round | load average | local kernel CPU µs/pair | worker before (profiler on) "
+        "| worker now | before / local | now / local |"
+    )
+    print("|--:|--:|--:|--:|--:|--:|--:|")
+    for i, row in enumerate(rows, 1):
+        loc, old, new = (row[k]["kernel_cpu"] / pairs * 1e6 for k in ("local", "before", "after"))
+        load = ", ".join(f"{row[k]['load']:.1f}" for k in ("local", "before", "after"))
+        print(
+            f"| {i} | {load} | {loc:.3f} | {old:.3f} | {new:.3f} | {old / loc:.2f}× "
+            f"| {new / loc:.2f}× |"
+        )
+    ratio = [r["after"]["kernel_cpu"] / r["local"]["kernel_cpu"] for r in rows]
+    was = [r["before"]["kernel_cpu"] / r["local"]["kernel_cpu"] for r in rows]
+    print(
+        f"\nmedian worker / local CPU per pair: now {float(np.median(ratio)):.2f}× "
+        f"(before {float(np.median(was)):.2f}×)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -510,9 +581,6 @@ def main() -> None:
     a.add_argument("--resamples", type=int, default=2000)
     a.add_argument("--block", type=int, default=0, help="principals per task (0: automatic)")
     a.add_argument("--seed", type=int, default=0)
-    a.add_argument(
-        "--no-profile", action="store_true", help="workers without Dask's statistical profiler"
-    )
     pl = sub.add_parser("pipeline", help="every stage with evaluation.engine.name=dask")
     pl.add_argument("--docs", type=int, default=100_000)
     pl.add_argument("--queries", type=int, default=10_000)
@@ -537,6 +605,18 @@ def main() -> None:
     ke.add_argument("--k", default="10")
     ke.add_argument("--repeats", type=int, default=3)
     ke.add_argument("--tune", action="store_true")
+    w = sub.add_parser("worker", help="a pair's CPU on a worker vs the local engine")
+    w.add_argument("--queries", type=int, default=10_000)
+    w.add_argument("--depth", type=int, default=100)
+    w.add_argument("--docs", type=int, default=100_003)
+    w.add_argument("--groups", type=int, default=100)
+    w.add_argument("--grants", type=int, default=5)
+    w.add_argument("--principals", type=int, default=3_000)
+    w.add_argument("--k", default="10")
+    w.add_argument("--resamples", type=int, default=200)
+    w.add_argument("--block", type=int, default=0, help="principals per block (0: automatic)")
+    w.add_argument("--rounds", type=int, default=3)
+    w.add_argument("--seed", type=int, default=0)
     o = sub.add_parser("one", help="one measurement (JSON line)")
     o.add_argument("--dir", required=True)
     o.add_argument("--n-principals", type=int, required=True)
@@ -546,6 +626,7 @@ def main() -> None:
     o.add_argument("--k", default="10")
     o.add_argument("--resamples", type=int, default=2000)
     o.add_argument("--block", type=int, default=0)
+    o.add_argument("--untuned", action="store_true", help="dask: no worker plugin (as before)")
     args = parser.parse_args()
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     if args.which == "all":
@@ -555,6 +636,8 @@ def main() -> None:
         run_pipeline(args)
     elif args.which == "allocator":
         run_allocator(args)
+    elif args.which == "worker":
+        run_worker(args)
     elif args.which == "kernel":
         kernel_once(args)
     else:
