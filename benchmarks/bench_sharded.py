@@ -564,6 +564,33 @@ def run_worker(args: argparse.Namespace) -> None:
     )
 
 
+def run_blocks(args: argparse.Namespace) -> None:
+    """The local engine's kernel CPU per pair at fixed block sizes (fresh processes, rounds
+    interleaved): why a Dask worker's block is capped at the local engine's 256 MiB."""
+    n_p = args.principals
+    args.principal_counts = [n_p]
+    sizes = [int(x) for x in args.sizes.split(",")]
+    found: dict[int, list[float]] = {b: [] for b in sizes}
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        generate(d, args)
+        for _ in range(args.rounds):
+            for b in sizes:
+                args.block = b
+                r = _measure(args, d, n_p, "local")
+                found[b].append(r["kernel_cpu"] / r["pairs"] * 1e6)
+    print(
+        f"reduce_block (local engine), {args.queries:,} queries × {n_p:,} principals, "
+        f"K = {args.k}; median of {args.rounds} interleaved rounds\n"
+    )
+    print("| principals per block | kernel CPU µs per pair | / best |")
+    print("|--:|--:|--:|")
+    best = min(float(np.median(v)) for v in found.values())
+    for b, values in found.items():
+        m = float(np.median(values))
+        print(f"| {b:,} | {m:.3f} | {m / best:.2f}× |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -617,6 +644,18 @@ def main() -> None:
     w.add_argument("--block", type=int, default=0, help="principals per block (0: automatic)")
     w.add_argument("--rounds", type=int, default=3)
     w.add_argument("--seed", type=int, default=0)
+    b = sub.add_parser("blocks", help="the local kernel per pair at fixed block sizes")
+    b.add_argument("--queries", type=int, default=10_000)
+    b.add_argument("--depth", type=int, default=100)
+    b.add_argument("--docs", type=int, default=100_003)
+    b.add_argument("--groups", type=int, default=100)
+    b.add_argument("--grants", type=int, default=5)
+    b.add_argument("--principals", type=int, default=3_000)
+    b.add_argument("--sizes", default="100,250,750,1500", help="principals per block")
+    b.add_argument("--k", default="10")
+    b.add_argument("--resamples", type=int, default=200)
+    b.add_argument("--rounds", type=int, default=3)
+    b.add_argument("--seed", type=int, default=0)
     o = sub.add_parser("one", help="one measurement (JSON line)")
     o.add_argument("--dir", required=True)
     o.add_argument("--n-principals", type=int, required=True)
@@ -636,6 +675,8 @@ def main() -> None:
         run_pipeline(args)
     elif args.which == "allocator":
         run_allocator(args)
+    elif args.which == "blocks":
+        run_blocks(args)
     elif args.which == "worker":
         run_worker(args)
     elif args.which == "kernel":
