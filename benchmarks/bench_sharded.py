@@ -124,6 +124,24 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _thread_cpu() -> dict[str, float]:
+    """This process's CPU seconds by thread: the event loop (a Dask worker's main thread) and
+    the rest (the task threads, and any other)."""
+    import threading
+
+    tick = os.sysconf("SC_CLK_TCK")
+    main = threading.main_thread().native_id
+    out = {"loop": 0.0, "other": 0.0}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            stat = Path(f"/proc/self/task/{tid}/stat").read_text()
+        except OSError:  # the thread ended
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        out["loop" if int(tid) == main else "other"] += (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 def one(args: argparse.Namespace) -> None:
     """One evaluation in this process; prints wall time, peak RSS and (dask) what was shipped."""
     import arecall.evaluate.evaluation as evaluation
@@ -136,7 +154,7 @@ def one(args: argparse.Namespace) -> None:
         import arecall.core.dask_workers as dask_workers
 
         dask_workers.register = lambda client: None  # type: ignore[assignment]
-    kernel, kernel_cpu, calls = [0.0], [0.0], [0]
+    kernel, kernel_cpu, calls, loop_cpu = [0.0], [0.0], [0], [0.0]
     if args.engine == "local":  # the per-pair kernel's own time, as the task stream has it
         reduce_block = evaluation.reduce_block
 
@@ -156,6 +174,8 @@ def one(args: argparse.Namespace) -> None:
         if args.engine == "dask":  # the workers' CPU so far (their start, arecall's import)
             before = engine.client.run(_cpu_seconds)  # type: ignore[attr-defined]
             kernel_cpu[0] = -sum(before.values())
+            threads = engine.client.run(_thread_cpu)  # type: ignore[attr-defined]
+            loop_cpu[0] = -sum(t["loop"] for t in threads.values())
         if args.engine == "dask":
             import distributed
 
@@ -183,6 +203,8 @@ def one(args: argparse.Namespace) -> None:
             kernel_cpu[0] += sum(
                 engine.client.run(_cpu_seconds).values()  # type: ignore[attr-defined]
             )
+            threads = engine.client.run(_thread_cpu)  # type: ignore[attr-defined]
+            loop_cpu[0] += sum(t["loop"] for t in threads.values())
             kernel[0] = sum(
                 part["stop"] - part["start"]
                 for task in tasks.data
@@ -202,6 +224,7 @@ def one(args: argparse.Namespace) -> None:
                 "workers_rss": sorted(workers_rss.values()),
                 "kernel_seconds": kernel[0],
                 "kernel_cpu": kernel_cpu[0],
+                "loop_cpu": loop_cpu[0],
                 "tasks": sum(x["tasks"] for x in shipped) or calls[0],
                 "load": os.getloadavg()[0],
                 "gathered_bytes": sum(x["result_bytes"] for x in shipped),
@@ -379,6 +402,14 @@ def run_all(args: argparse.Namespace) -> None:
         )
     if len(args.principal_counts) > 1:
         lo, hi = args.principal_counts[0], args.principal_counts[-1]
+        added = dask[hi]["pairs"] - dask[lo]["pairs"]
+        worker = (dask[hi]["kernel_cpu"] - dask[lo]["kernel_cpu"]) / added * 1e6
+        kernel = (local[hi]["kernel_cpu"] - local[lo]["kernel_cpu"]) / added * 1e6
+        print(
+            f"CPU per added pair from {dask[lo]['pairs']:,} to {dask[hi]['pairs']:,}: workers "
+            f"{worker:.3f} µs, local kernel {kernel:.3f} µs ({worker / kernel:.2f}×; what a "
+            f"measurement's fresh workers pay once — imports, the shared arrays — drops out)"
+        )
         for name, runs in (("local", local), ("dask client", dask)):
             slope = (runs[hi]["rss"] - runs[lo]["rss"]) / (runs[hi]["pairs"] - runs[lo]["pairs"])
             growth = runs[hi]["rss"] / runs[lo]["rss"]
@@ -546,15 +577,19 @@ def run_worker(args: argparse.Namespace) -> None:
     )
     print(
         "| round | load average | local kernel CPU µs/pair | worker before (profiler on) "
-        "| worker now | before / local | now / local |"
+        "| worker now | before / local | now / local | worker's event loop, before → now |"
     )
-    print("|--:|--:|--:|--:|--:|--:|--:|")
+    print("|--:|--:|--:|--:|--:|--:|--:|--:|")
     for i, row in enumerate(rows, 1):
         loc, old, new = (row[k]["kernel_cpu"] / pairs * 1e6 for k in ("local", "before", "after"))
         load = ", ".join(f"{row[k]['load']:.1f}" for k in ("local", "before", "after"))
+        loop = " → ".join(
+            f"{row[k]['loop_cpu']:.2f} s ({row[k]['loop_cpu'] / row[k]['seconds']:.3f} s/s)"
+            for k in ("before", "after")
+        )
         print(
             f"| {i} | {load} | {loc:.3f} | {old:.3f} | {new:.3f} | {old / loc:.2f}× "
-            f"| {new / loc:.2f}× |"
+            f"| {new / loc:.2f}× | {loop} |"
         )
     ratio = [r["after"]["kernel_cpu"] / r["local"]["kernel_cpu"] for r in rows]
     was = [r["before"]["kernel_cpu"] / r["local"]["kernel_cpu"] for r in rows]
