@@ -150,10 +150,12 @@ def one(args: argparse.Namespace) -> None:
 
     d = Path(args.dir)
     principals = [f"p{i}" for i in range(args.n_principals)]
-    if args.untuned:  # as before issue 36's fix: the workers keep Dask's profiler
-        import arecall.core.dask_workers as dask_workers
+    if args.untuned:  # as before issue 36's fix: the workers keep Dask's profiler, and a
+        import arecall.core.dask_workers as dask_workers  # block up to 2 GiB of temporaries
+        import arecall.core.engine as engine_module
 
         dask_workers.register = lambda client: None  # type: ignore[assignment]
+        engine_module.WORKER_BLOCK_BYTES = (1 << 26, 1 << 31)
     kernel, kernel_cpu, calls, loop_cpu = [0.0], [0.0], [0], [0.0]
     if args.engine == "local":  # the per-pair kernel's own time, as the task stream has it
         reduce_block = evaluation.reduce_block
@@ -544,8 +546,9 @@ def run_worker(args: argparse.Namespace) -> None:
     ``dask scheduler`` + one ``dask worker --nthreads 1`` (as users start them, Dask's profiler
     on), and per round, interleaved, each a fresh process: the local engine (the kernel's CPU,
     ``reduce_block`` summed over blocks), the worker as before issue 36's fix (arecall's worker
-    plugin kept off: profiler on) and the worker as arecall now leaves it (the plugin
-    registered by the engine: profiler off, allocator tuned). A worker's cost is its whole
+    plugin kept off: profiler on; automatic blocks up to 2 GiB) and the worker as arecall now
+    leaves it (the plugin registered by the engine: profiler off, allocator tuned; blocks up
+    to the local engine's 256 MiB). A worker's cost is its whole
     process's CPU during the evaluation: the kernel, and receiving, deserialising and sending
     back, its event loop and everything Dask runs there. The worker is restarted before each
     measurement (a fresh heap, as a user's new worker)."""
