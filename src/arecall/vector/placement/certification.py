@@ -99,12 +99,7 @@ def audit(
     if not planner.support:
         return None
     n = hits.ids.shape[0]
-    got = np.empty((n, 5))
-    for ef in np.unique(efs):
-        stratum = planner.stratum(share, float(ef))
-        assert stratum is not None
-        got[efs == ef] = stratum
-    deep_below, tail_below, typical, in_tail, in_deep = got.T
+    deep_below, tail_below, typical, in_tail, in_deep = _strata(planner, share, efs)
     kth = hits.scores[:, -1]
     deep, tail = kth < deep_below, kth < tail_below
     stuck = np.zeros(n, dtype=bool)
@@ -122,6 +117,26 @@ def audit(
         if unlike is not None:
             value[unlike] = 0.0
     return Audit(value, tail, stuck, shifted, deep)
+
+
+def _strata(
+    planner: AutoPlanner, share: float, efs: npt.NDArray[np.int64]
+) -> npt.NDArray[np.float64]:
+    """The calibration's stratum at each row's efSearch, as a (5, rows) array of
+    (deep_below, tail_below, typical, in_tail, in_deep) — or (5, 1), broadcast over the rows,
+    where every row has the same efSearch (the direct plan's and a plain search's answers: no
+    per-row table to sort and fill). float64 either way: the k-th scores (float32) are compared
+    against the thresholds in float64, as they always were."""
+    if efs.size and efs[0] == efs.min() == efs.max():
+        stratum = planner.stratum(share, float(efs[0]))
+        assert stratum is not None
+        return np.array(stratum, dtype=np.float64)[:, None]
+    got = np.empty((efs.shape[0], 5))
+    for ef in np.unique(efs):
+        stratum = planner.stratum(share, float(ef))
+        assert stratum is not None
+        got[efs == ef] = stratum
+    return got.T
 
 
 def unlike_calibration(

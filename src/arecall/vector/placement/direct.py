@@ -176,12 +176,16 @@ def _audited(
     return the shift and concentration evidence, if any."""
     planner, k = batch.planner, batch.k
     walked = np.flatnonzero(answers.efs > 0)
+    # Every row walked (the common case): the batch's own arrays, not copies of them.
+    every = walked.size == batch.n_q
     a = certification.audit(
         planner,
-        batch.q[walked],
-        Hits(answers.ids[walked], answers.scores[walked]),
+        batch.q if every else batch.q[walked],
+        Hits(answers.ids, answers.scores)
+        if every
+        else Hits(answers.ids[walked], answers.scores[walked]),
         batch.share,
-        answers.efs[walked],
+        answers.efs if every else answers.efs[walked],
         batch.mask,
     )
     if a is None:
