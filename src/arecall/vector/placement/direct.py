@@ -20,6 +20,8 @@ run within 10% of a plain pushdown of the batch.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import numpy.typing as npt
 
@@ -71,6 +73,11 @@ def direct(batch: Batch) -> tuple[tuple[Hits, Plan] | None, Lists | None]:
     if shifted is not None:
         # Answers unlike any the calibration saw: its recall says nothing about the rest.
         return scan_all(batch, shifted, spent=planner.walk_cost(ef) * read.size), None
+    cells = None if every else _sample_concentrated(batch, ef, read.size, full, ok, count)
+    if cells is not None:
+        # One neighbourhood's batch, whose walks and exact check cost more than its scan.
+        spent = planner.walk_cost(ef) * read.size
+        return scan_all(batch, spent=spent, concentrated=(cells, 0.0, 0)), None
     short = count < batch.k  # lists that cannot answer: pushed down with the rows not read
     if every:
         pushed = np.flatnonzero(short)
@@ -99,6 +106,47 @@ def _sample_shifted(
     if certification.unlike_calibration(batch.planner, tail, kth < stratum.deep_below) is None:
         return None
     return int(np.count_nonzero(tail)), int(answering.size)
+
+
+def _sample_concentrated(
+    batch: Batch,
+    ef: int,
+    n_read: int,
+    full: Hits,
+    ok: npt.NDArray[np.bool_],
+    count: npt.NDArray[np.int64],
+) -> float | None:
+    """The batch's effective cells as the sample's lists estimate them, where that makes the
+    batch concentrated and the cost model prices its walks and exact check above its scan;
+    else ``None`` (the plan goes on).
+
+    A concentrated batch (`arecall.vector.placement.settle.check_concentration`) is certified
+    by scanning at least :func:`~arecall.vector.placement.certification.fewest_exact` of its
+    answers (101 of 200) after walking them all: where a walk costs more than about half a
+    scan, walking first cannot pay, and the scan is the cheaper right answer. Estimated from
+    the sample's best authorized answers (their cells' collision rate, unbiased for the
+    batch's sum of squared cell shares), before the pushdown is spent."""
+    planner = batch.planner
+    settings = planner.settings
+    cells_of = planner.cells
+    if cells_of is None:
+        return None
+    rows = np.flatnonzero(count > 0)
+    if rows.size < 2:
+        return None
+    best = full.ids[rows, np.argmax(ok[rows], axis=1)]
+    n_in = np.bincount(cells_of.assignment[best], minlength=cells_of.n_cells)
+    m = rows.size
+    collide = float(np.sum(n_in * (n_in - 1))) / (m * (m - 1))
+    cells = 1.0 / collide if collide > 0 else math.inf
+    if not cells < settings.concentrated_cells:
+        return None
+    n_q = batch.n_q
+    checks = certification.fewest_exact(n_q, planner.goal, 1.0 - planner.confidence)
+    go_on = (n_q - n_read) * planner.walk_cost(ef) + checks * planner.scan_each(
+        batch.n_allowed, checks
+    )
+    return cells if go_on >= n_q * batch.scan_cost else None
 
 
 def _answered(
@@ -212,13 +260,17 @@ def _audited(
 
 
 def scan_all(
-    batch: Batch, shifted: tuple[int, int] | None = None, *, spent: float = 0.0
+    batch: Batch,
+    shifted: tuple[int, int] | None = None,
+    *,
+    spent: float = 0.0,
+    concentrated: tuple[float, float, int] | None = None,
 ) -> tuple[Hits, Plan]:
     """Every query of a filter independent of the cells scanned, and the plan the general path
     states for it (no query walked or probed: each query's local selectivity is the global
-    share, its certified recall 1, its cost the scan's) — or, with ``shifted``, the evidence
-    that the lists read (``spent`` scan distances) showed a batch the calibration does not
-    describe.
+    share, its certified recall 1, its cost the scan's) — or, with ``shifted`` or
+    ``concentrated``, the evidence that the lists read (``spent`` scan distances) showed a
+    batch the calibration does not describe, or one whose walks and exact check cost more.
 
     Examples
     --------
@@ -247,5 +299,6 @@ def scan_all(
         predicted_recall=1.0,
         cost_auto=float(np.full(n_q, n_q * scan_cost / n_q).mean()) + spent / n_q,
         shifted=shifted,
+        concentrated=concentrated,
     )
     return hits, plan
