@@ -30,6 +30,8 @@ __all__ = [
     "Audit",
     "audit",
     "below_goal",
+    "cells_estimated",
+    "checking_costs_more",
     "effective_cells",
     "fewest_exact",
     "mean_lower_bound",
@@ -173,6 +175,47 @@ def effective_cells(planner: AutoPlanner, best_ids: npt.NDArray[np.int64]) -> fl
     counts = np.bincount(planner.cells.assignment[best_ids], minlength=planner.cells.n_cells)
     share = counts / best_ids.size
     return float(1.0 / np.sum(share * share))
+
+
+def cells_estimated(labels: npt.NDArray[np.int64], n_cells: int) -> float:
+    """A batch's effective cells (:func:`effective_cells`) estimated from the cells of a sample
+    of its queries (``labels``): the inverse of the rate at which two of them share a cell,
+    unbiased for the batch's sum of squared cell shares. Infinite where none share one.
+
+    Examples
+    --------
+    >>> cells_estimated(np.array([0, 0, 1, 1]), 4), cells_estimated(np.arange(5), 8)
+    (3.0, inf)
+    """
+    m = labels.size
+    if m < 2:
+        return math.inf
+    n_in = np.bincount(labels, minlength=n_cells)
+    collide = float(np.sum(n_in * (n_in - 1))) / (m * (m - 1))
+    return 1.0 / collide if collide > 0 else math.inf
+
+
+def checking_costs_more(planner: AutoPlanner, n_q: int, walks: float, n_allowed: int) -> bool:
+    """Whether, were the batch concentrated, its walks still to run (``walks`` scan distances)
+    and the fewest exact checks that can certify it (:func:`fewest_exact`: 101 of 200, each
+    then answered exactly) cost at least its scan: the check
+    (`arecall.vector.placement.settle.check_concentration`) cannot then pay, and the plan
+    scans outright (a slower right answer is never the cost; here it is the cheaper one).
+
+    Examples
+    --------
+    >>> from arecall.vector.placement import AutoPlanner
+    >>> p = AutoPlanner(n_docs=1000, k=10, ef_base=16)
+    >>> [checking_costs_more(p, 200, 200 * walk, 1000) for walk in (600.0, 400.0)]
+    [True, False]
+    """
+    checks = int(
+        planner._remember(
+            ("fewest", n_q), lambda: fewest_exact(n_q, planner.goal, 1.0 - planner.confidence)
+        )
+    )
+    scan = n_q * planner.scan_share(n_allowed, n_q)
+    return walks + checks * planner.scan_each(n_allowed, checks) >= scan
 
 
 def mean_lower_bound(

@@ -20,8 +20,6 @@ run within 10% of a plain pushdown of the batch.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import numpy.typing as npt
 
@@ -116,37 +114,21 @@ def _sample_concentrated(
     ok: npt.NDArray[np.bool_],
     count: npt.NDArray[np.int64],
 ) -> float | None:
-    """The batch's effective cells as the sample's lists estimate them, where that makes the
-    batch concentrated and the cost model prices its walks and exact check above its scan;
-    else ``None`` (the plan goes on).
-
-    A concentrated batch (`arecall.vector.placement.settle.check_concentration`) is certified
-    by scanning at least :func:`~arecall.vector.placement.certification.fewest_exact` of its
-    answers (101 of 200) after walking them all: where a walk costs more than about half a
-    scan, walking first cannot pay, and the scan is the cheaper right answer. Estimated from
-    the sample's best authorized answers (their cells' collision rate, unbiased for the
-    batch's sum of squared cell shares), before the pushdown is spent."""
+    """The batch's effective cells as the sample's lists estimate them
+    (:func:`~arecall.vector.placement.certification.cells_estimated` of their best authorized
+    answers' cells), where the batch is concentrated and its walks and exact check cost more
+    than its scan (:func:`~arecall.vector.placement.certification.checking_costs_more`: asked
+    first, so that a batch whose walks are cheap spends nothing on this); else ``None``."""
     planner = batch.planner
-    settings = planner.settings
-    cells_of = planner.cells
-    if cells_of is None:
+    walks = (batch.n_q - n_read) * planner.walk_cost(ef)
+    if planner.cells is None or not certification.checking_costs_more(
+        planner, batch.n_q, walks, batch.n_allowed
+    ):
         return None
     rows = np.flatnonzero(count > 0)
-    if rows.size < 2:
-        return None
     best = full.ids[rows, np.argmax(ok[rows], axis=1)]
-    n_in = np.bincount(cells_of.assignment[best], minlength=cells_of.n_cells)
-    m = rows.size
-    collide = float(np.sum(n_in * (n_in - 1))) / (m * (m - 1))
-    cells = 1.0 / collide if collide > 0 else math.inf
-    if not cells < settings.concentrated_cells:
-        return None
-    n_q = batch.n_q
-    checks = certification.fewest_exact(n_q, planner.goal, 1.0 - planner.confidence)
-    go_on = (n_q - n_read) * planner.walk_cost(ef) + checks * planner.scan_each(
-        batch.n_allowed, checks
-    )
-    return cells if go_on >= n_q * batch.scan_cost else None
+    cells = certification.cells_estimated(planner.cells.assignment[best], planner.cells.n_cells)
+    return cells if cells < planner.settings.concentrated_cells else None
 
 
 def _answered(

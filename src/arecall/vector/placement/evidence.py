@@ -74,8 +74,8 @@ class Plan:
             cells, bound, checked = self.concentrated
             if not checked:
                 return (
-                    f"scan (sample's answers in {cells:.1f} cells: walks and their exact check "
-                    "cost more than the scan)"
+                    f"scan (concentrated: a sample in {cells:.1f} cells; walks and their exact "
+                    "check cost more than the scan)"
                 )
             return (
                 f"scan (answers in {cells:.1f} cells: {checked} checked exactly certify the "
