@@ -487,7 +487,7 @@ def run_pipeline(args: argparse.Namespace) -> None:
 
 def kernel_once(args: argparse.Namespace) -> None:
     """The kernel's time per pair in this process (the environment decides the allocator)."""
-    from arecall.core.engine import tune_allocator
+    from arecall.core.dask_workers import tune_allocator
     from arecall.evaluate.inputs import as_acl, as_qrels
     from arecall.evaluate.kernels import EvalQrels, authorization_tables, pair_inputs, prepare
     from arecall.evaluate.pairs import reduce_block

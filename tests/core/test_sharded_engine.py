@@ -579,9 +579,9 @@ def test_a_lost_scheduler_is_one_line_naming_it_and_nothing_is_written(tmp_path,
 
 
 def _tuned_here() -> Any:
-    import arecall.core.engine as engine_module
+    import arecall.core.dask_workers as dask_workers
 
-    return engine_module._tuned
+    return dask_workers._tuned
 
 
 def test_workers_run_blocks_with_the_allocator_tuned_against_the_nannys_trim_threshold(cluster):
@@ -627,7 +627,7 @@ def test_block_sizes_come_from_memory_and_keep_every_worker_busy(cluster):
 
 def _profiler_and_allocator(dask_worker: Any) -> tuple[list[str], Any]:
     """A worker's running profiler callbacks, and whether it tuned its allocator."""
-    import arecall.core.engine as engine_module
+    import arecall.core.dask_workers as dask_workers
 
     running = [
         name
@@ -635,7 +635,7 @@ def _profiler_and_allocator(dask_worker: Any) -> tuple[list[str], Any]:
         if name in dask_worker.periodic_callbacks
         and dask_worker.periodic_callbacks[name].is_running()
     ]
-    return running, engine_module._tuned
+    return running, dask_workers._tuned
 
 
 def test_a_dask_engine_stops_the_profiler_and_tunes_the_allocator_of_every_worker(cluster):

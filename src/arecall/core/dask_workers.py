@@ -5,7 +5,7 @@ come from how workers are started, not from the block (issue 36, measured in ben
 
 * Dask's nanny starts each worker with ``MALLOC_TRIM_THRESHOLD_=65536``, which pins glibc's
   mmap threshold at 128 KiB: every block temporary is mapped and unmapped afresh
-  (`arecall.core.engine.tune_allocator` resets the thresholds);
+  (`tune_allocator` resets the thresholds);
 * Dask's statistical profiler wakes the worker's event loop every 10 ms while a task runs,
   walks the running thread's stack under the GIL and stores it: a cost per second of wall
   time, so it grows as a loaded machine stretches the block's wall time (about 0.03 s of CPU
@@ -26,9 +26,40 @@ from typing import Any
 
 from distributed import WorkerPlugin
 
-from arecall.core.engine import tune_allocator
+__all__ = ["PROFILER_CALLBACKS", "WORKER_TUNING", "WorkerTuning", "register", "tune_allocator"]
 
-__all__ = ["PROFILER_CALLBACKS", "WORKER_TUNING", "WorkerTuning", "register"]
+#: glibc's mallopt parameters, and the values a worker takes: glibc's own dynamic maximum for
+#: the mmap threshold (32 MiB on 64-bit), and twice that for trimming.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_MMAP_BYTES, _TRIM_BYTES = 32 << 20, 64 << 20
+_tuned: bool | None = None
+
+
+def tune_allocator() -> bool:
+    """Give this process's allocator the thresholds a block's temporaries need; True if set.
+
+    Why: Dask's nanny starts each worker with ``MALLOC_TRIM_THRESHOLD_=65536``, and setting any
+    malloc threshold turns off glibc's dynamic mmap threshold, which then stays at 128 KiB:
+    every temporary array larger than that is mapped fresh and unmapped when freed, so each
+    block pays page faults on memory a plain process reuses. Setting the mmap threshold to
+    glibc's dynamic maximum and trimming above it restores the local engine's behaviour and
+    still returns large frees to the system. Once per process; not glibc: nothing to do.
+    """
+    global _tuned
+    if _tuned is None:
+        _tuned = False
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL("libc.so.6")
+            _tuned = bool(
+                libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_BYTES)
+                and libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_BYTES)
+            )
+        except (OSError, AttributeError):  # not glibc
+            _tuned = False
+    return _tuned
+
 
 #: The name the plugin is registered under (one per cluster, whoever registers it).
 WORKER_TUNING = "arecall-worker-tuning"

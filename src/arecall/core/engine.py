@@ -246,41 +246,11 @@ def _unpickle_aligned(value: Any) -> _Aligned:
 _RESCATTERS = 2
 
 
-#: glibc's mallopt parameters, and the values a worker takes: glibc's own dynamic maximum for
-#: the mmap threshold (32 MiB on 64-bit), and twice that for trimming.
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-_MMAP_BYTES, _TRIM_BYTES = 32 << 20, 64 << 20
-_tuned: bool | None = None
-
-
-def tune_allocator() -> bool:
-    """Give this process's allocator the thresholds a block's temporaries need; True if set.
-
-    Why: Dask's nanny starts each worker with ``MALLOC_TRIM_THRESHOLD_=65536``, and setting any
-    malloc threshold turns off glibc's dynamic mmap threshold, which then stays at 128 KiB:
-    every temporary array larger than that is mapped fresh and unmapped when freed, so each
-    block pays page faults on memory a plain process reuses. Setting the mmap threshold to
-    glibc's dynamic maximum and trimming above it restores the local engine's behaviour and
-    still returns large frees to the system. Once per process; not glibc: nothing to do.
-    """
-    global _tuned
-    if _tuned is None:
-        _tuned = False
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL("libc.so.6")
-            _tuned = bool(
-                libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_BYTES)
-                and libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_BYTES)
-            )
-        except (OSError, AttributeError):  # not glibc
-            _tuned = False
-    return _tuned
-
-
 def _run_block(fn: BlockFn, start: int, stop: int, data: _Aligned, **shared: _Aligned) -> Any:
-    """A block on a worker: unwrap the held data and call ``fn`` (the allocator tuned once)."""
+    """A block on a worker: unwrap the held data and call ``fn`` (the allocator tuned once,
+    should the worker not have run `arecall.core.dask_workers.WorkerTuning`)."""
+    from arecall.core.dask_workers import tune_allocator
+
     tune_allocator()
     return fn(start, stop, data.value, **{k: v.value for k, v in shared.items()})
 
