@@ -178,8 +178,8 @@ def place_all(
                 continue
             query = query_of[at]
             slot = positions_in_runs(query)
-            first = slot < k_max
-            at, query, slot = at[first], query[first], slot[first]
+            kept = slot < k_max
+            at, query, slot = at[kept], query[kept], slot[kept]
             rank, doc, cell = rank_of[at], docs[at], query * k_max + slot
             flat["pre"][p, cell], flat["pre_rank"][p, cell] = doc, rank
             top = rank < k_max  # a prefix of each query's pre items: the post list
