@@ -285,7 +285,6 @@ def test_the_score_stage_on_the_cluster_gets_back_sums_not_pairs(cluster, pipeli
     finally:
         engine.close()
     shipped = engine.shipped[-1]
-    n_pairs = json.loads(Path(layout.metrics).read_text())["pairs"]
     per_block = shipped["result_bytes"] / shipped["tasks"]
     assert shipped["tasks"] >= 2 and per_block < 16 << 10, shipped
     lists_bytes = Path(layout.lists).stat().st_size  # what the client once sliced and sent

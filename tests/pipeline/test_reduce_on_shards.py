@@ -11,6 +11,7 @@ arrays, `check_run` on the loaded lists. The cluster case is in tests/core/test_
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import pickle
 from pathlib import Path
@@ -90,9 +91,7 @@ def run(tmp_path_factory):
 def test_filter_score_and_prove_by_block_write_the_one_process_bytes(run, block, monkeypatch):
     cfg, layout, old, claims = run
     engine = Recording(block)
-    monkeypatch.setattr(
-        "arecall.pipeline.stages.filter.engine_from_config", lambda _: engine
-    )
+    monkeypatch.setattr("arecall.pipeline.stages.filter.engine_from_config", lambda _: engine)
     monkeypatch.setattr("arecall.pipeline.stages.prove.engine_from_config", lambda _: engine)
     filter_lists(cfg, layout)
     assert Path(layout.lists).read_bytes() == (old / "lists.npz").read_bytes()
@@ -106,9 +105,9 @@ def test_filter_score_and_prove_by_block_write_the_one_process_bytes(run, block,
     n_pairs = json.loads(Path(layout.metrics).read_text())["pairs"]
     assert engine.returned and n_pairs > 50
     for value in engine.returned:
-        assert not any(
-            isinstance(v, np.ndarray) and v.size >= n_pairs for v in _leaves(value)
-        ), value
+        assert not any(isinstance(v, np.ndarray) and v.size >= n_pairs for v in _leaves(value)), (
+            value
+        )
 
 
 def _leaves(value: Any) -> list[Any]:
@@ -189,7 +188,7 @@ def test_sums_merged_over_any_blocks_give_the_means_of_every_pair(data):
     cuts = sorted(set(data.draw(st.lists(st.integers(0, acl.shape[0]), max_size=4))))
     edges = [0, *cuts, acl.shape[0]]
     merged = PairSums(ks=ks)
-    for a, b in zip(edges, edges[1:], strict=False):
+    for a, b in itertools.pairwise(edges):
         merged = merged.merge(
             PairSums.of({n: m[a:b] for n, m in s.metrics.items()}, s.n_authorized_relevant[a:b], ks)
         )
@@ -197,7 +196,10 @@ def test_sums_merged_over_any_blocks_give_the_means_of_every_pair(data):
     assert merged.sums == whole.sums and merged.sums_nonempty == whole.sums_nonempty
     assert (merged.n_pairs, merged.n_nonempty) == (whole.n_pairs, whole.n_nonempty)
     for i in range(len(ks)):
-        for got, want in ((merged.gap[i], whole.gap[i]), (merged.gap_nonempty[i], whole.gap_nonempty[i])):
+        for got, want in (
+            (merged.gap[i], whole.gap[i]),
+            (merged.gap_nonempty[i], whole.gap_nonempty[i]),
+        ):
             assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
         assert float(merged.sums["arecall_pre"][i] / merged.n_pairs) == exact_mean(
             s.metrics["arecall_pre"][:, :, i]

@@ -14,8 +14,8 @@ R_A ≠ ∅ and its count (the "excluded" convention: those pairs left out, thei
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -489,7 +489,9 @@ def _merge_histograms(
 ) -> tuple[np.ndarray, np.ndarray]:
     values = np.concatenate([a[0], b[0]])
     distinct, inverse = np.unique(values, return_inverse=True)
-    counts = np.bincount(inverse.ravel(), weights=np.concatenate([a[1], b[1]]), minlength=len(distinct))
+    counts = np.bincount(
+        inverse.ravel(), weights=np.concatenate([a[1], b[1]]), minlength=len(distinct)
+    )
     return distinct, counts.astype(np.int64)
 
 
@@ -558,8 +560,14 @@ class PairSums:
 
         def added(a: dict[str, list[Fraction]], b: dict[str, list[Fraction]]) -> dict[str, Any]:
             return {
-                n: [x + y for x, y in zip(a.get(n, [Fraction(0)] * len(self.ks)),
-                                          b.get(n, [Fraction(0)] * len(self.ks)), strict=True)]
+                n: [
+                    x + y
+                    for x, y in zip(
+                        a.get(n, [Fraction(0)] * len(self.ks)),
+                        b.get(n, [Fraction(0)] * len(self.ks)),
+                        strict=True,
+                    )
+                ]
                 for n in (*a, *(n for n in b if n not in a))
             }
 
@@ -724,7 +732,9 @@ class BlockSums:
     sums: PairSums
 
 
-def _reduce_block(start: int, stop: int, block: dict[str, Any], *, where: str, **kernel: Any) -> BlockSums:
+def _reduce_block(
+    start: int, stop: int, block: dict[str, Any], *, where: str, **kernel: Any
+) -> BlockSums:
     """Score principals ``start … stop − 1``, write their rows to a part file, return their sums."""
     from arecall.io.atomic import write_npz
 
@@ -785,14 +795,22 @@ def write_pairs(
             empty = {name: np.zeros(0) for name in PAIR_METRICS}
             empty["n_authorized_relevant"] = np.zeros(0, dtype=np.int64)
             yield pairs_frame(
-                0, empty, ks=q.ks, n_relevant=q.n_relevant, query_ids=query_ids,
+                0,
+                empty,
+                ks=q.ks,
+                n_relevant=q.n_relevant,
+                query_ids=query_ids,
                 principals=principals,
             )
             return
         for lo in range(0, n_rows, PAIRS_ROW_GROUP):
             hi = min(lo + PAIRS_ROW_GROUP, n_rows)
             yield pairs_frame(
-                lo, rows(lo, hi), ks=q.ks, n_relevant=q.n_relevant, query_ids=query_ids,
+                lo,
+                rows(lo, hi),
+                ks=q.ks,
+                n_relevant=q.n_relevant,
+                query_ids=query_ids,
                 principals=principals,
             )
 
