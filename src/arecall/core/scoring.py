@@ -14,6 +14,7 @@ R_A ≠ ∅ and its count (the "excluded" convention: those pairs left out, thei
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -553,6 +554,14 @@ class PairSums:
             },
         )
 
+    def __sizeof__(self) -> int:
+        """Bytes it holds: what Dask's ``sizeof`` reports for a block's answer (its task
+        stream's ``nbytes``, `arecall.core.engine.DaskEngine.shipped`)."""
+        fractions = [f for d in (self.sums, self.sums_nonempty) for v in d.values() for f in v]
+        arrays = [a for h in (*self.gap, *self.gap_nonempty) for a in h]
+        held = sum(sys.getsizeof(f.numerator) + sys.getsizeof(f.denominator) for f in fractions)
+        return object.__sizeof__(self) + held + sum(a.nbytes for a in arrays)
+
     def merge(self, other: PairSums) -> PairSums:
         """These pairs and ``other``'s (exact: fractions and integer counts add)."""
         if other.ks != self.ks:
@@ -730,6 +739,9 @@ class BlockSums:
     stop: int
     path: str
     sums: PairSums
+
+    def __sizeof__(self) -> int:
+        return object.__sizeof__(self) + len(self.path) + self.sums.__sizeof__()
 
 
 def _reduce_block(
