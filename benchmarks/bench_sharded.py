@@ -382,10 +382,11 @@ _STAGE_OF = {
 }
 
 
-def _pipeline_once(args: argparse.Namespace, n_p: int, work: Path) -> dict[str, Any]:
-    """Every stage at ``n_p`` principals on a fresh loopback cluster: per stage the wall time,
-    the client's peak RSS, the workers' peak RSS (workers restarted before each stage) and
-    the bytes the stage's blocks sent back (the task stream's ``nbytes`` of their results)."""
+def _pipeline_once(args: argparse.Namespace, n_q: int, n_p: int, work: Path) -> dict[str, Any]:
+    """Every stage at ``n_q`` queries and ``n_p`` principals on a fresh loopback cluster: per
+    stage the wall time, the client's peak RSS, the workers' peak RSS (workers restarted before
+    each stage) and the bytes the stage's blocks sent back (the task stream's ``nbytes`` of
+    their results)."""
     import distributed
     import yaml
 
@@ -394,7 +395,7 @@ def _pipeline_once(args: argparse.Namespace, n_p: int, work: Path) -> dict[str, 
 
     from arecall.pipeline.config import default_config
 
-    args.principals = n_p
+    args = argparse.Namespace(**{**vars(args), "queries": n_q, "principals": n_p})
     with loopback_cluster(work, args.workers) as address:
         overrides = [
             *scale_overrides(args),
@@ -420,7 +421,7 @@ def _pipeline_once(args: argparse.Namespace, n_p: int, work: Path) -> dict[str, 
                         "workers_gib": max(workers_rss.values()) / GIB,
                     }
                 )
-                print(f"  {n_p}: {name}: {seconds:.1f} s, {gib:.2f} GiB", file=sys.stderr)
+                print(f"  {n_q}×{n_p}: {name}: {seconds:.1f} s, {gib:.2f} GiB", file=sys.stderr)
             records = client.get_task_stream(count=1_000_000)
     metrics = json.loads((work / "reports" / "metrics.json").read_text())
     sent: dict[str, int] = {}
@@ -442,18 +443,23 @@ def _pipeline_once(args: argparse.Namespace, n_p: int, work: Path) -> dict[str, 
 def run_pipeline(args: argparse.Namespace) -> None:
     """Every DVC stage as its own process with ``evaluation.engine.name=dask`` on a loopback
     cluster, at each principal count (``--principals 100,1000``: 10^6 and 10^7 pairs at 10,000
-    queries): per stage the wall time, the client's peak RSS, the workers' peak RSS and the
+    queries) or query count (``--queries 1000,10000 --principals 1000``: the same pairs over
+    one ACL): per stage the wall time, the client's peak RSS, the workers' peak RSS and the
     bytes sent back, then the client's growth from the smallest to the largest count."""
-    counts = [int(x) for x in str(args.principals).split(",")]
+    queries = [int(x) for x in str(args.queries).split(",")]
+    principals = [int(x) for x in str(args.principals).split(",")]
+    if len(queries) > 1 and len(principals) > 1:
+        raise SystemExit("--queries or --principals may list several counts, not both")
+    counts = [(q, p) for q in queries for p in principals]
     load = os.getloadavg()
     runs = {}
-    for n_p in counts:
+    for n_q, n_p in counts:
         with tempfile.TemporaryDirectory() as tmp:
-            runs[n_p] = _pipeline_once(args, n_p, Path(tmp))
-    first = runs[counts[0]]["metrics"]
+            runs[(n_q, n_p)] = _pipeline_once(args, n_q, n_p, Path(tmp))
     print(
-        f"pipeline: synthetic, {args.docs:,} documents, {first['queries']:,} queries, "
-        f"K up to {args.kmax}; evaluation.engine.name=dask on {args.workers} workers × 1 "
+        f"pipeline: synthetic, {args.docs:,} documents, queries × principals "
+        + ", ".join(f"{q:,} × {p:,}" for q, p in counts)
+        + f", K up to {args.kmax}; evaluation.engine.name=dask on {args.workers} workers × 1 "
         f"thread, 127.0.0.1; load average at the start {load[0]:.2f} / {load[1]:.2f} / "
         f"{load[2]:.2f} (1/5/15 min), at the end "
         + " / ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -464,9 +470,9 @@ def run_pipeline(args: argparse.Namespace) -> None:
         "| sent back to the client |"
     )
     print("|--:|---|--:|--:|--:|--:|--:|")
-    for n_p in counts:
-        pairs = runs[n_p]["metrics"]["pairs"]
-        for row in runs[n_p]["rows"]:
+    for size in counts:
+        pairs = runs[size]["metrics"]["pairs"]
+        for row in runs[size]["rows"]:
             sent = row["sent_bytes"]
             sent_text = "–" if sent is None else f"{sent / 1e3:,.1f} kB ({sent / pairs:.4f} B/pair)"
             print(
@@ -474,8 +480,8 @@ def run_pipeline(args: argparse.Namespace) -> None:
                 f"| {row['client_gib']:.2f} GiB | {row['workers_gib']:.2f} GiB "
                 f"| {row['tasks'] or '–'} | {sent_text} |"
             )
-        total = sum(r["seconds"] for r in runs[n_p]["rows"])
-        peak = max(r["client_gib"] for r in runs[n_p]["rows"])
+        total = sum(r["seconds"] for r in runs[size]["rows"])
+        peak = max(r["client_gib"] for r in runs[size]["rows"])
         print(f"| {pairs:,} | **total** | **{total / 60:.1f} min** | **{peak:.2f} GiB** | | | |")
     if len(counts) > 1:
         lo, hi = runs[counts[0]], runs[counts[-1]]
@@ -565,7 +571,7 @@ def main() -> None:
     )
     pl = sub.add_parser("pipeline", help="every stage with evaluation.engine.name=dask")
     pl.add_argument("--docs", type=int, default=100_000)
-    pl.add_argument("--queries", type=int, default=10_000)
+    pl.add_argument("--queries", default="10000", help="query counts, ascending")
     pl.add_argument("--principals", default="100,1000", help="principal counts, ascending")
     pl.add_argument("--kmax", type=int, default=10)
     pl.add_argument("--retriever", default="tfidf")
