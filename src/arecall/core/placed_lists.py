@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # scipy and the ranking load when lists are placed: ``arecall
     from arecall.core.ranking import Ranking
 
 __all__ = [
+    "CELL_BYTES",
     "COMPARED",
     "LIST_FIELDS",
     "PLACEMENTS",
@@ -38,6 +39,7 @@ __all__ = [
     "place_to_file",
     "post_filter",
     "pre_filter",
+    "principal_bytes",
 ]
 
 
@@ -66,6 +68,17 @@ PLACEMENTS: tuple[str, ...] = tuple(p.value for p in Placement)
 
 #: The arrays of a lists file, in `PlacedLists` order.
 LIST_FIELDS = ("post", "post_rank", "pre", "pre_rank")
+
+#: Bytes of temporaries per list cell (query × rank) of one principal in a block: the lists'
+#: slices and the per-principal arrays of placement, `arecall.core.scoring`'s block and the
+#: proof's checks. On this machine's engine a block is then about 2^22 cells
+#: (`arecall.core.engine.LOCAL_BLOCK_BYTES`).
+CELL_BYTES = 64
+
+
+def principal_bytes(n_q: int, k_max: int) -> int:
+    """Bytes one principal's block temporaries take: the engine sizes its blocks from them."""
+    return CELL_BYTES * max(1, n_q * k_max)
 
 
 @dataclass(frozen=True)
@@ -203,7 +216,6 @@ def place_to_file(
     """
     import scipy.sparse as sp
 
-    from arecall.core.scoring import principal_bytes
     from arecall.io.atomic import npz_member, temporary_directory, write_npz_pieces
 
     if k_max <= 0:

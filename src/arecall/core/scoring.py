@@ -29,7 +29,7 @@ from tqdm import tqdm
 from arecall.core.engine import Engine, LocalEngine
 from arecall.core.errors import ArecallError
 from arecall.core.measures import PIPELINE, per_k_keys
-from arecall.core.placed_lists import LIST_FIELDS, PlacedLists
+from arecall.core.placed_lists import LIST_FIELDS, PlacedLists, principal_bytes
 from arecall.core.ranking import Ranking
 from arecall.io.atomic import temporary_directory
 
@@ -341,17 +341,6 @@ def score_pairs(
 _BLOCK_METRICS = ("unusable", "arecall_post", "arecall_pre", "returned_post", "returned_pre")
 
 
-#: Bytes of temporaries per list cell (query × rank) of one principal in a block: the lists'
-#: slices and the per-principal arrays of `_score_block` and the proof's checks. On this
-#: machine's engine a block is then about 2^22 cells (`arecall.core.engine.LOCAL_BLOCK_BYTES`).
-CELL_BYTES = 64
-
-
-def principal_bytes(n_q: int, k_max: int) -> int:
-    """Bytes one principal's block temporaries take: the engine sizes its blocks from them."""
-    return CELL_BYTES * max(1, n_q * k_max)
-
-
 def progressed(data: Any, bar: Any) -> Any:
     """A block-data function that also advances a tqdm ``bar`` by each block it makes."""
 
@@ -444,7 +433,7 @@ def exact_sum(values: np.ndarray) -> Fraction:
     if not x.size:
         return Fraction(0)
     if not np.isfinite(x).all():
-        raise ValueError("exact_mean: values must be finite")
+        raise ValueError("exact_sum: values must be finite")
     distinct, counts = np.unique(x, return_counts=True)
     if len(distinct) <= _FEW_DISTINCT:  # recall-like values: few fractions, summed exactly
         return sum(
@@ -567,17 +556,12 @@ class PairSums:
         if other.ks != self.ks:
             raise ValueError(f"merging sums at K={other.ks} into K={self.ks}")
 
+        zero = [Fraction(0)] * len(self.ks)
+
         def added(a: dict[str, list[Fraction]], b: dict[str, list[Fraction]]) -> dict[str, Any]:
             return {
-                n: [
-                    x + y
-                    for x, y in zip(
-                        a.get(n, [Fraction(0)] * len(self.ks)),
-                        b.get(n, [Fraction(0)] * len(self.ks)),
-                        strict=True,
-                    )
-                ]
-                for n in (*a, *(n for n in b if n not in a))
+                n: [x + y for x, y in zip(a.get(n, zero), b.get(n, zero), strict=True)]
+                for n in dict.fromkeys([*a, *b])
             }
 
         def hists(a: list[Any], b: list[Any]) -> list[Any]:
