@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from arecall.vector.adversarial import adversarial_corpus
@@ -99,3 +100,45 @@ def test_a_few_queries_scan_by_masking_is_timed_as_a_scan_not_as_bookkeeping(
     slow_scans, _ = machine._plan_seconds(index, q, planner, 0.0)
     assert calls, "no masked scan: the check did not run the path it checks"
     assert slow_scans < base + nap, (base, slow_scans)
+
+
+class _Clock:
+    """A timer whose timed calls take the scripted seconds: ``durations(i)`` for the i-th."""
+
+    def __init__(self, durations) -> None:
+        self.now, self.reads, self.durations = 0.0, 0, durations
+
+    def __call__(self) -> float:
+        if self.reads % 2:  # the end of a call: advance by its scripted duration
+            self.now += self.durations(self.reads // 2)
+        self.reads += 1
+        return self.now
+
+
+def test_a_graph_distances_price_is_the_median_of_walks_timed_beside_a_scan() -> None:
+    """A walk's price follows the typical round, not the round the machine happened to be
+    quiet or busy in: the fastest call of each contender timed apart (the old measurement)
+    moved the cost at 100,000 vectors from 29 to 50 between runs a few seconds apart."""
+    import faiss
+
+    x = np.random.default_rng(0).normal(size=(2000, 16)).astype(np.float32)
+    index, q, ef = build_index(x), x[:50], 16
+    stats = faiss.cvar.hnsw_stats
+    stats.reset()
+    index.search(q, K, ef_search=ef)
+    per_walk = float(stats.ndis)
+    # Rounds alternate (scan, walk) and (walk, scan); call i is in round i // 2. A walk takes
+    # 2 ms and a scan 4 ms, except a walk 10x slower in round 2 and a scan 10x faster in round
+    # 4 (whose fastest-call ratio would be 10x too dear a walk).
+    is_walk = lambda i: (i % 2 == 1) == ((i // 2) % 2 == 0)  # noqa: E731
+
+    def durations(i: int) -> float:
+        if is_walk(i):
+            return 0.02 if i // 2 == 2 else 0.002
+        return 0.0004 if i // 2 == 4 else 0.004
+
+    clock = _Clock(durations)
+    costs = machine._graph_costs(index, q, K, [ef], repeats=3, min_time=0.0, timer=clock)
+    assert clock.reads == 2 * 2 * 7  # 2·3 + 1 rounds of a walk and a scan
+    typical = (0.002 / per_walk) / (0.004 / (q.shape[0] * index.n_docs))
+    assert costs[ef] == pytest.approx(typical)  # the fastest of each: 10x dearer

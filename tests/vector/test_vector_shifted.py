@@ -12,6 +12,7 @@ only the certificate keeps the promise.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -188,6 +189,54 @@ def test_a_concentrated_batch_whose_walks_hold_is_certified_by_checking_part_of_
     _, got = auto(index, q, K, np.ones(index.n_docs, bool), planner)
     assert got.concentrated is not None and got.n_fallback < 0.8 * q.shape[0], str(got)
     assert got.concentrated[1] >= planner.goal - 1e-9, str(got)
+
+
+def test_a_concentrated_batch_whose_walks_and_check_cost_more_than_its_scan_is_scanned() -> None:
+    # One tight cluster's 200 queries under a uniform 30% filter: the check scans at least
+    # 101 of them after walking them all, so where a walk costs more than about half a scan
+    # the walks cannot pay (at 20,000 vectors and a graph cost of 16 the plan walked, checked
+    # 151 and cost 1.74x the scan). The sample's lists show the concentration first.
+    corpus, index, planner = setup("tight-few", n=10_000, n_queries=200, few=1)
+    q, s = corpus.data.queries, 0.3
+    mask = corpus.mask(s)
+    n_allowed = int(mask.sum())
+    ef = planner.ef_direct(n_allowed / index.n_docs, q.shape[0])
+    scan = planner.scan_share(n_allowed, q.shape[0])
+
+    def priced(walk_over_scan: float) -> AutoPlanner:
+        return dataclasses.replace(
+            planner, graph_cost=walk_over_scan * scan / planner.distances(ef), graph_costs=()
+        )
+
+    dear = priced(0.8)
+    assert dear.walk_cost(ef) < scan  # the direct plan would walk, as it did before
+    plan = keeps_the_promise(corpus, index, dear, q, s)
+    _, got = auto(index, q, K, mask, dear)
+    assert plan.startswith("scan (concentrated: a sample in"), plan
+    assert got.concentrated is not None and got.concentrated[0] < 16, plan
+    hits, _ = auto(index, q, K, mask, dear)
+    assert (hits.ids == index.exact(q, K, mask).ids).all()
+    # Where walks are cheap, walking and checking half the batch still pays.
+    assert "checked exactly" in keeps_the_promise(corpus, index, priced(0.2), q, s)
+
+
+def test_a_concentrated_batch_without_a_filter_is_scanned_where_walks_and_check_cost_more() -> None:
+    # At 100,000 vectors one tight cluster's 200 queries were walked at efSearch 91 and 151
+    # of them checked exactly: 0.79x the scan's speed. Without a filter nothing is read before
+    # the walk: a strided sample's nearest cells show the concentration.
+    corpus, index, planner = setup("tight-few", n=10_000, n_queries=200, few=1)
+    q, everyone = corpus.data.queries, np.ones(index.n_docs, dtype=bool)
+    scan = planner.scan_share(index.n_docs, q.shape[0])
+    ef = planner.ef_direct(1.0, q.shape[0])
+
+    def priced(walk_over_scan: float) -> AutoPlanner:
+        graph_cost = walk_over_scan * scan / planner.distances(ef)
+        return dataclasses.replace(planner, graph_cost=graph_cost, graph_costs=(), second_look=None)
+
+    hits, plan = auto(index, q, K, everyone, priced(0.8))
+    assert str(plan).startswith("scan (concentrated: a sample in"), str(plan)
+    assert (hits.ids == index.exact(q, K).ids).all()
+    assert "checked exactly" in keeps_the_promise(corpus, index, priced(0.2), q, 1.0)
 
 
 def test_calibration_counts_an_exact_duplicate_of_a_true_neighbour_as_found() -> None:

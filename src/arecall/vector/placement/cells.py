@@ -259,6 +259,18 @@ class Cells:
             scores = np.where(mask[self._landmark_ids], scores, -np.inf)
         return np.asarray(scores.max(axis=1), dtype=np.float64)
 
+    def nearest(self, queries: npt.NDArray[np.float32]) -> npt.NDArray[np.int64]:
+        """Each query's nearest cell (L2 to the centroids; ties: lower id).
+
+        Examples
+        --------
+        >>> cells = Cells(np.eye(2, dtype=np.float32), np.array([0, 0, 1, 1]), np.array([2, 2]))
+        >>> cells.nearest(np.array([[0.9, 0.2], [0.1, 0.8]], np.float32)).tolist()
+        [0, 1]
+        """
+        score = queries @ self.centroids.T - self._half_norm
+        return np.asarray(np.argmax(score, axis=1), dtype=np.int64)
+
     @cached_property
     def _landmark_ids(self) -> npt.NDArray[np.int64]:
         """The landmarks that exist (one per non-empty cell), in ``landmark_vectors`` order."""

@@ -30,6 +30,8 @@ __all__ = [
     "Audit",
     "audit",
     "below_goal",
+    "cells_estimated",
+    "checking_costs_more",
     "effective_cells",
     "fewest_exact",
     "mean_lower_bound",
@@ -99,12 +101,7 @@ def audit(
     if not planner.support:
         return None
     n = hits.ids.shape[0]
-    got = np.empty((n, 5))
-    for ef in np.unique(efs):
-        stratum = planner.stratum(share, float(ef))
-        assert stratum is not None
-        got[efs == ef] = stratum
-    deep_below, tail_below, typical, in_tail, in_deep = got.T
+    deep_below, tail_below, typical, in_tail, in_deep = _strata(planner, share, efs)
     kth = hits.scores[:, -1]
     deep, tail = kth < deep_below, kth < tail_below
     stuck = np.zeros(n, dtype=bool)
@@ -122,6 +119,26 @@ def audit(
         if unlike is not None:
             value[unlike] = 0.0
     return Audit(value, tail, stuck, shifted, deep)
+
+
+def _strata(
+    planner: AutoPlanner, share: float, efs: npt.NDArray[np.int64]
+) -> npt.NDArray[np.float64]:
+    """The calibration's stratum at each row's efSearch, as a (5, rows) array of
+    (deep_below, tail_below, typical, in_tail, in_deep) — or (5, 1), broadcast over the rows,
+    where every row has the same efSearch (the direct plan's and a plain search's answers: no
+    per-row table to sort and fill). float64 either way: the k-th scores (float32) are compared
+    against the thresholds in float64, as they always were."""
+    if efs.size and efs[0] == efs.min() == efs.max():
+        stratum = planner.stratum(share, float(efs[0]))
+        assert stratum is not None
+        return np.array(stratum, dtype=np.float64)[:, None]
+    got = np.empty((efs.shape[0], 5))
+    for ef in np.unique(efs):
+        stratum = planner.stratum(share, float(ef))
+        assert stratum is not None
+        got[efs == ef] = stratum
+    return got.T
 
 
 def unlike_calibration(
@@ -158,6 +175,47 @@ def effective_cells(planner: AutoPlanner, best_ids: npt.NDArray[np.int64]) -> fl
     counts = np.bincount(planner.cells.assignment[best_ids], minlength=planner.cells.n_cells)
     share = counts / best_ids.size
     return float(1.0 / np.sum(share * share))
+
+
+def cells_estimated(labels: npt.NDArray[np.int64], n_cells: int) -> float:
+    """A batch's effective cells (:func:`effective_cells`) estimated from the cells of a sample
+    of its queries (``labels``): the inverse of the rate at which two of them share a cell,
+    unbiased for the batch's sum of squared cell shares. Infinite where none share one.
+
+    Examples
+    --------
+    >>> cells_estimated(np.array([0, 0, 1, 1]), 4), cells_estimated(np.arange(5), 8)
+    (3.0, inf)
+    """
+    m = labels.size
+    if m < 2:
+        return math.inf
+    n_in = np.bincount(labels, minlength=n_cells)
+    collide = float(np.sum(n_in * (n_in - 1))) / (m * (m - 1))
+    return 1.0 / collide if collide > 0 else math.inf
+
+
+def checking_costs_more(planner: AutoPlanner, n_q: int, walks: float, n_allowed: int) -> bool:
+    """Whether, were the batch concentrated, its walks still to run (``walks`` scan distances)
+    and the fewest exact checks that can certify it (:func:`fewest_exact`: 101 of 200, each
+    then answered exactly) cost at least its scan: the check
+    (`arecall.vector.placement.settle.check_concentration`) cannot then pay, and the plan
+    scans outright (a slower right answer is never the cost; here it is the cheaper one).
+
+    Examples
+    --------
+    >>> from arecall.vector.placement import AutoPlanner
+    >>> p = AutoPlanner(n_docs=1000, k=10, ef_base=16)
+    >>> [checking_costs_more(p, 200, 200 * walk, 1000) for walk in (600.0, 400.0)]
+    [True, False]
+    """
+    checks = int(
+        planner._remember(
+            ("fewest", n_q), lambda: fewest_exact(n_q, planner.goal, 1.0 - planner.confidence)
+        )
+    )
+    scan = n_q * planner.scan_share(n_allowed, n_q)
+    return walks + checks * planner.scan_each(n_allowed, checks) >= scan
 
 
 def mean_lower_bound(

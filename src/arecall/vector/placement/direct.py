@@ -71,6 +71,11 @@ def direct(batch: Batch) -> tuple[tuple[Hits, Plan] | None, Lists | None]:
     if shifted is not None:
         # Answers unlike any the calibration saw: its recall says nothing about the rest.
         return scan_all(batch, shifted, spent=planner.walk_cost(ef) * read.size), None
+    cells = None if every else _sample_concentrated(batch, ef, read.size, full, ok, count)
+    if cells is not None:
+        # One neighbourhood's batch, whose walks and exact check cost more than its scan.
+        spent = planner.walk_cost(ef) * read.size
+        return scan_all(batch, spent=spent, concentrated=(cells, 0.0, 0)), None
     short = count < batch.k  # lists that cannot answer: pushed down with the rows not read
     if every:
         pushed = np.flatnonzero(short)
@@ -99,6 +104,31 @@ def _sample_shifted(
     if certification.unlike_calibration(batch.planner, tail, kth < stratum.deep_below) is None:
         return None
     return int(np.count_nonzero(tail)), int(answering.size)
+
+
+def _sample_concentrated(
+    batch: Batch,
+    ef: int,
+    n_read: int,
+    full: Hits,
+    ok: npt.NDArray[np.bool_],
+    count: npt.NDArray[np.int64],
+) -> float | None:
+    """The batch's effective cells as the sample's lists estimate them
+    (:func:`~arecall.vector.placement.certification.cells_estimated` of their best authorized
+    answers' cells), where the batch is concentrated and its walks and exact check cost more
+    than its scan (:func:`~arecall.vector.placement.certification.checking_costs_more`: asked
+    first, so that a batch whose walks are cheap spends nothing on this); else ``None``."""
+    planner = batch.planner
+    walks = (batch.n_q - n_read) * planner.walk_cost(ef)
+    if planner.cells is None or not certification.checking_costs_more(
+        planner, batch.n_q, walks, batch.n_allowed
+    ):
+        return None
+    rows = np.flatnonzero(count > 0)
+    best = full.ids[rows, np.argmax(ok[rows], axis=1)]
+    cells = certification.cells_estimated(planner.cells.assignment[best], planner.cells.n_cells)
+    return cells if cells < planner.settings.concentrated_cells else None
 
 
 def _answered(
@@ -176,12 +206,16 @@ def _audited(
     return the shift and concentration evidence, if any."""
     planner, k = batch.planner, batch.k
     walked = np.flatnonzero(answers.efs > 0)
+    # Every row walked (the common case): the batch's own arrays, not copies of them.
+    every = walked.size == batch.n_q
     a = certification.audit(
         planner,
-        batch.q[walked],
-        Hits(answers.ids[walked], answers.scores[walked]),
+        batch.q if every else batch.q[walked],
+        Hits(answers.ids, answers.scores)
+        if every
+        else Hits(answers.ids[walked], answers.scores[walked]),
         batch.share,
-        answers.efs[walked],
+        answers.efs if every else answers.efs[walked],
         batch.mask,
     )
     if a is None:
@@ -208,13 +242,17 @@ def _audited(
 
 
 def scan_all(
-    batch: Batch, shifted: tuple[int, int] | None = None, *, spent: float = 0.0
+    batch: Batch,
+    shifted: tuple[int, int] | None = None,
+    *,
+    spent: float = 0.0,
+    concentrated: tuple[float, float, int] | None = None,
 ) -> tuple[Hits, Plan]:
     """Every query of a filter independent of the cells scanned, and the plan the general path
     states for it (no query walked or probed: each query's local selectivity is the global
-    share, its certified recall 1, its cost the scan's) — or, with ``shifted``, the evidence
-    that the lists read (``spent`` scan distances) showed a batch the calibration does not
-    describe.
+    share, its certified recall 1, its cost the scan's) — or, with ``shifted`` or
+    ``concentrated``, the evidence that the lists read (``spent`` scan distances) showed a
+    batch the calibration does not describe, or one whose walks and exact check cost more.
 
     Examples
     --------
@@ -243,5 +281,6 @@ def scan_all(
         predicted_recall=1.0,
         cost_auto=float(np.full(n_q, n_q * scan_cost / n_q).mean()) + spent / n_q,
         shifted=shifted,
+        concentrated=concentrated,
     )
     return hits, plan

@@ -62,7 +62,8 @@ class Plan:
     """Set when the batch's answers lay in few cells, so that their recall is one draw: (the
     effective number of cells, the walked answers' recall certified by an exact check of the
     batch itself, the answers checked exactly: below what the goal asks, the rest is
-    scanned)."""
+    scanned). On a scan with none checked: the batch's effective cells as its sample's lists
+    showed them, where walking it and checking it would have cost more than its scan."""
     n_stuck: int = 0
     """Walks that never reached their query's neighbourhood (an authorized landmark outscored
     their best answer), certified at the calibration's stuck-walk recall until searched again
@@ -71,6 +72,11 @@ class Plan:
     def __str__(self) -> str:
         if self.method == "exact" and self.concentrated is not None:
             cells, bound, checked = self.concentrated
+            if not checked:
+                return (
+                    f"scan (concentrated: a sample in {cells:.1f} cells; walks and their exact "
+                    "check cost more than the scan)"
+                )
             return (
                 f"scan (answers in {cells:.1f} cells: {checked} checked exactly certify the "
                 f"walks at {bound:.3f})"

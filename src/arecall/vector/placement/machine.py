@@ -1,10 +1,12 @@
 """The machine's prices: how long a graph distance, a scan, a list walk and the plan's own
 bookkeeping take here, in scan distances.
 
-Wall-clock, so not reproducible: for benchmarks and for a user planning on their own machine;
-the reproducible experiment keeps the flat default (``settings.graph_cost``). Every contender
-of a measurement is timed in one interleaved sequence (`arecall.vector._timing.interleaved`),
-so the machine's noise lands on all of them alike.
+Timed, so not reproducible: for benchmarks and for a user planning on their own machine; the
+reproducible experiment keeps the flat default (``settings.graph_cost``). Every contender of a
+measurement is timed in one interleaved sequence (`arecall.vector._timing.interleaved`), so the
+machine's noise lands on all of them alike; the graph costs, which decide between walking and
+scanning, as medians of ratios of a walk and a scan timed back to back on the CPU clock
+(:func:`_graph_costs`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from arecall.vector._checks import check_k, check_positive_int
-from arecall.vector._timing import clock, interleaved
+from arecall.vector._timing import clock, interleaved, pair_cycle
 from arecall.vector.index import Hits, VectorIndex
 from arecall.vector.placement import certification
 from arecall.vector.placement.batch import Batch
@@ -47,8 +49,8 @@ def measure_graph_cost(
     ``settings.graph_cost`` (16) was measured at a million vectors and 1,000-query batches; the
     ratio depends on the machine, the corpus size and the batch (a small batch makes the BLAS
     scan less efficient). Pass the result to ``calibrate_auto`` to plan for this machine.
-    Wall-clock, so not reproducible: the experiment keeps the fixed default. ``repeats``: the
-    fewest timed calls of the scan and of the walk, interleaved (:func:`_graph_costs`).
+    Timed, so not reproducible: the experiment keeps the fixed default. ``repeats``: at least
+    ``2·repeats + 1`` rounds of a scan and a walk timed back to back (:func:`_graph_costs`).
 
     Examples
     --------
@@ -77,9 +79,9 @@ def measure_graph_costs(
     (``plan_overhead``, ``query_overhead``: :func:`_overheads`); and the batch size they were
     timed at (``cost_batch``), so that a smaller batch's scans are priced with their pass.
 
-    Wall-clock, like :func:`measure_graph_cost`: for benchmarks and for a user planning on
-    their own machine, not for the reproducible experiment. One scan and every efSearch's walk
-    are timed in one interleaved sequence (:func:`_graph_costs`).
+    Timed, like :func:`measure_graph_cost`: for benchmarks and for a user planning on their
+    own machine, not for the reproducible experiment. A scan and every efSearch's walk are
+    timed back to back, round after round (:func:`_graph_costs`).
 
     Examples
     --------
@@ -338,33 +340,52 @@ def _graph_costs(
     efs: Sequence[int],
     repeats: int,
     min_time: float,
+    timer: Callable[[], float] = time.process_time,
 ) -> dict[int, float]:
-    """Scan distances per graph distance at each of ``efs``: one scan and every walk timed in
-    one interleaved sequence, fastest call each (:func:`arecall.vector._timing.interleaved`).
+    """Scan distances per graph distance at each of ``efs``: the median, over every timed walk,
+    of its time per distance over that of the scan timed nearest it, on the process's CPU
+    clock (``timer``).
 
-    Timed one efSearch after another, each against its own scan and best of one call, the cost
-    at 100,000 low-rank vectors and efSearch 27 ranged 37-48 over five measurements, and a
-    pushdown priced near the scan's cost became a scan at 1.9x the pushdown's time. In one
-    sequence the machine's noise lands on every contender alike, and the scan is timed once.
-    """
+    A round is one pass of a cycle in which every contender (the scan and each efSearch's
+    walk) follows every other one once (:func:`arecall.vector._timing.pair_cycle`), reversed
+    every other round; each walk is paired with the scan nearest it in the sequence, so
+    whatever load the machine is under at that moment lands on both. At least
+    ``2·repeats + 1`` pairs per efSearch and two rounds, and enough rounds for the scans to add
+    up to ``min_time`` seconds. The CPU clock leaves out the time the process waited for a
+    core; with several threads it adds up their work, as it does for the scan.
+
+    The fastest wall-clock call of each contender put the cost at 100,000 low-rank vectors
+    and efSearch 27 at 29-50 in six measurements seconds apart on a loaded machine (load 7),
+    and a plan priced near the scan flipped between walking and scanning from one run to the
+    next. ``BENCH --corpora lowrank-uniform``, the info table's graph_cost."""
     repeats = check_positive_int("repeats", repeats)
     stats = _faiss.cvar.hnsw_stats
     ndis: dict[int, float] = {}
-    fns: dict[str, Any] = {"scan": partial(index.exact, q, k)}
-    first: dict[str, float] = {}
     index.exact(q[:4], k)  # warm-up
     for ef in efs:
         stats.reset()
-        start = time.perf_counter()
         index.search(q, k, ef_search=ef)
-        first[f"walk {ef}"] = time.perf_counter() - start
         ndis[ef] = max(1.0, float(stats.ndis))
-        fns[f"walk {ef}"] = partial(index.search, q, k, ef_search=ef)
-    start = time.perf_counter()
-    index.exact(q, k)
-    first["scan"] = time.perf_counter() - start
-    best = interleaved(fns, first, min_time, repeats)
-    per_scan = best["scan"] / (q.shape[0] * index.n_docs)
-    return {
-        ef: float(max(1e-3, (best[f"walk {ef}"] / ndis[ef]) / max(per_scan, 1e-15))) for ef in efs
-    }
+    fns: list[Callable[[], Any]] = [partial(index.exact, q, k)]  # 0: the scan
+    fns += [partial(index.search, q, k, ef_search=ef) for ef in efs]
+    cycle = pair_cycle(len(fns))
+    least = max(2, math.ceil((2 * repeats + 1) / max(1, len(fns) - 1)))
+    sequence: list[tuple[int, float]] = []
+    scanned, rounds = 0.0, 0
+    while rounds < least or scanned < min_time:
+        for at in cycle if rounds % 2 == 0 else cycle[::-1]:
+            start = timer()
+            fns[at]()
+            seconds = timer() - start
+            sequence.append((at, seconds))
+            scanned += seconds if at == 0 else 0.0
+        rounds += 1
+    scans = np.array([i for i, (at, _) in enumerate(sequence) if at == 0])
+    ratios: dict[int, list[float]] = {ef: [] for ef in efs}
+    per_scan = q.shape[0] * index.n_docs
+    for i, (at, seconds) in enumerate(sequence):
+        if at:
+            nearest = scans[np.argmin(np.abs(scans - i))]  # the earlier one on a tie
+            scan = max(sequence[nearest][1], 1e-12) / per_scan
+            ratios[efs[at - 1]].append((seconds / ndis[efs[at - 1]]) / scan)
+    return {ef: float(max(1e-3, np.median(ratios[ef]))) for ef in efs}

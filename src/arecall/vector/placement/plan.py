@@ -115,6 +115,14 @@ def unfiltered(
     ef = ef_min = planner.ef_direct(1.0, n_q)
     cost = planner.walk_cost(ef)
     look = planner.second_look
+    looked = (
+        None if look is None else planner.walk_cost(look[0]) + look[3] * planner.walk_cost(look[2])
+    )
+    outright = _concentrated_first(
+        index, q, k, planner, cost if looked is None else min(cost, looked)
+    )
+    if outright is not None:
+        return outright
     again = np.zeros(0, dtype=np.int64)
     if look is not None and (
         planner.walk_cost(look[0]) + look[3] * planner.walk_cost(look[2]) < cost
@@ -167,6 +175,42 @@ def unfiltered(
         n_stuck=int(np.count_nonzero(answers.stuck & (efs > 0))),
     )
     return Hits(answers.ids, answers.scores), plan
+
+
+def _concentrated_first(
+    index: VectorIndex, q: npt.NDArray[np.float32], k: int, planner: AutoPlanner, cost: float
+) -> tuple[Hits, Plan] | None:
+    """The batch scanned, where a strided sample of its queries' nearest cells shows it
+    concentrated (:func:`~arecall.vector.placement.certification.cells_estimated` below
+    ``settings.concentrated_cells``) and walking it (``cost`` scan distances a query) and
+    checking it would cost more than scanning it
+    (:func:`~arecall.vector.placement.certification.checking_costs_more`, asked first: where
+    walks are cheap, nothing is spent on this); else ``None``.
+
+    One tight cluster's 200 queries at 100,000 vectors were walked at efSearch 91 and 151 of
+    them checked exactly: 0.79x the scan's speed."""
+    settings, n_q = planner.settings, q.shape[0]
+    if planner.cells is None or n_q <= 2 * settings.sample_min:
+        return None
+    if not certification.checking_costs_more(planner, n_q, n_q * cost, index.n_docs):
+        return None
+    rows = certification.sample_rows(n_q, settings.sample_min, settings.sample_share)
+    cells = certification.cells_estimated(planner.cells.nearest(q[rows]), planner.cells.n_cells)
+    if not cells < settings.concentrated_cells:
+        return None
+    plan = Plan(
+        "exact",
+        None,
+        index.n_docs,
+        float(index.n_docs),
+        None,
+        n_queries=n_q,
+        local_selectivity=1.0,
+        predicted_recall=1.0,
+        cost_auto=planner.scan_share(index.n_docs, n_q),
+        concentrated=(cells, 0.0, 0),
+    )
+    return index.exact(q, k), plan
 
 
 def _settled(

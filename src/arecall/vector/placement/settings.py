@@ -186,7 +186,9 @@ class PlannerSettings:
     slower to calibrate; the fastest of 5 calls, not interleaved, moved the graph cost from 30
     to 37. ``BENCH --corpora lowrank-uniform --set cost_min_time=0.02``."""
     cost_repeats: int = 3
-    """Fewest timed calls of each contender of a cost measurement (with ``cost_min_time``).
+    """Fewest timed calls of each contender of a cost measurement (with ``cost_min_time``); the
+    graph costs are the median of at least ``2·cost_repeats + 1`` rounds of a walk and a scan
+    timed back to back: more is steadier and slower to calibrate.
     ``BENCH --corpora lowrank-uniform --set cost_repeats=1``."""
     overhead_calls: int = 5
     """Fewest timed calls of the plan's bookkeeping measurement: it is a difference of two

@@ -88,6 +88,8 @@ def settle(
     ``n_allowed`` documents."""
     settings = planner.settings
     short = below_goal(answers.value, planner.goal)
+    if not short.size:
+        return  # the batch's certificate holds already: nothing to retry, nothing to scan
     retry = short if not shifted else short[~answers.tail[short]]
     retry = retry[answers.efs[retry] > 0]
     if retry.size:
