@@ -30,7 +30,7 @@ def filter_lists(cfg: ExperimentConfig, layout: Layout) -> tuple[int, int, int]:
     shape (principals, queries, K_max)."""
     collection = Collection.load(layout.corpus, text=False)
     check_lists_memory(
-        cfg, n_principals=len(collection.principals), n_queries=len(collection.queries)
+        cfg, n_queries=len(collection.queries)
     )  # the corpus's own sizes, before anything is allocated or written
     ranking = Ranking.load(layout.ranking)
     with engine_from_config(cfg.evaluation.engine) as engine:
