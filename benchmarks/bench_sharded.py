@@ -421,10 +421,20 @@ def run_all(args: argparse.Namespace) -> None:
             )
 
 
-def run_pipeline(args: argparse.Namespace) -> None:
-    """Every DVC stage as its own process with ``evaluation.engine.name=dask`` on a loopback
-    cluster: each stage's wall time and peak RSS, the workers' peak RSS and the bytes the
-    score and prove blocks sent back (the task stream's ``nbytes`` of their results)."""
+#: Which stage each block function's tasks belong to (the task stream's keys name the function).
+_STAGE_OF = {
+    "_rank_query_block": "rank",
+    "_place_block": "filter",
+    "_reduce_block": "score",
+    "_check_block": "prove",
+}
+
+
+def _pipeline_once(args: argparse.Namespace, n_q: int, n_p: int, work: Path) -> dict[str, Any]:
+    """Every stage at ``n_q`` queries and ``n_p`` principals on a fresh loopback cluster: per
+    stage the wall time, the client's peak RSS, the workers' peak RSS (workers restarted before
+    each stage) and the bytes the stage's blocks sent back (the task stream's ``nbytes`` of
+    their results)."""
     import distributed
     import yaml
 
@@ -433,56 +443,102 @@ def run_pipeline(args: argparse.Namespace) -> None:
 
     from arecall.pipeline.config import default_config
 
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        with loopback_cluster(work, args.workers) as address:
-            _fresh_workers(address, args.workers)
-            overrides = [
-                *scale_overrides(args),
-                "evaluation.engine.name=dask",
-                f"evaluation.engine.scheduler={address}",
-            ]
-            cfg = default_config(overrides)
-            (work / "params.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-            with distributed.Client(address, timeout=60) as client:
-                client.get_task_stream()  # installs the scheduler's task-stream plugin
-                rows = []
-                for name in STAGES:
-                    seconds, gib = _run_stage(name, work)
-                    rows.append((name, seconds, gib))
-                    print(f"  {name}: {seconds:.1f} s, {gib:.2f} GiB", file=sys.stderr, flush=True)
-                records = client.get_task_stream(count=100_000)
+    args = argparse.Namespace(**{**vars(args), "queries": n_q, "principals": n_p})
+    with loopback_cluster(work, args.workers) as address:
+        overrides = [
+            *scale_overrides(args),
+            "evaluation.engine.name=dask",
+            f"evaluation.engine.scheduler={address}",
+        ]
+        cfg = default_config(overrides)
+        (work / "params.yaml").write_text(yaml.safe_dump(cfg.params(), sort_keys=False))
+        rows = []
+        with distributed.Client(address, timeout=60) as client:
+            client.get_task_stream()  # installs the scheduler's task-stream plugin
+            for name in STAGES:
+                _fresh_workers(address, args.workers)
+                seconds, gib = _run_stage(name, work)
                 workers_rss = client.run(
                     lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
                 )
-            metrics = json.loads((work / "reports" / "metrics.json").read_text())
+                rows.append(
+                    {
+                        "stage": name,
+                        "seconds": seconds,
+                        "client_gib": gib,
+                        "workers_gib": max(workers_rss.values()) / GIB,
+                    }
+                )
+                print(f"  {n_q}×{n_p}: {name}: {seconds:.1f} s, {gib:.2f} GiB", file=sys.stderr)
+            records = client.get_task_stream(count=1_000_000)
+    metrics = json.loads((work / "reports" / "metrics.json").read_text())
     sent: dict[str, int] = {}
+    tasks: dict[str, int] = {}
     for r in records:
-        kind = str(r["key"]).split("-")[1] if str(r["key"]).startswith("arecall-") else None
-        if kind:
+        key = str(r["key"])
+        stage = _STAGE_OF.get(key.split("-")[1]) if key.startswith("arecall-") else None
+        if stage:
             nbytes = r.get("nbytes", 0)
             nbytes = sum(nbytes.values()) if isinstance(nbytes, dict) else int(nbytes)
-            sent[kind] = sent.get(kind, 0) + nbytes
-    pairs = metrics["pairs"]
+            sent[stage] = sent.get(stage, 0) + nbytes
+            tasks[stage] = tasks.get(stage, 0) + 1
+    for row in rows:
+        row["sent_bytes"] = sent.get(row["stage"])
+        row["tasks"] = tasks.get(row["stage"])
+    return {"metrics": metrics, "rows": rows}
+
+
+def run_pipeline(args: argparse.Namespace) -> None:
+    """Every DVC stage as its own process with ``evaluation.engine.name=dask`` on a loopback
+    cluster, at each principal count (``--principals 100,1000``: 10^6 and 10^7 pairs at 10,000
+    queries) or query count (``--queries 1000,10000 --principals 1000``: the same pairs over
+    one ACL): per stage the wall time, the client's peak RSS, the workers' peak RSS and the
+    bytes sent back, then the client's growth from the smallest to the largest count."""
+    queries = [int(x) for x in str(args.queries).split(",")]
+    principals = [int(x) for x in str(args.principals).split(",")]
+    if len(queries) > 1 and len(principals) > 1:
+        raise SystemExit("--queries or --principals may list several counts, not both")
+    counts = [(q, p) for q in queries for p in principals]
+    load = os.getloadavg()
+    runs = {}
+    for n_q, n_p in counts:
+        with tempfile.TemporaryDirectory() as tmp:
+            runs[(n_q, n_p)] = _pipeline_once(args, n_q, n_p, Path(tmp))
     print(
-        f"pipeline: synthetic, {args.docs:,} documents, {metrics['queries']:,} queries, "
-        f"{metrics['profiles']:,} principals ({pairs:,} pairs), K up to {args.kmax}; "
-        f"evaluation.engine.name=dask on {args.workers} workers × 1 thread, 127.0.0.1\n"
+        f"pipeline: synthetic, {args.docs:,} documents, queries × principals "
+        + ", ".join(f"{q:,} × {p:,}" for q, p in counts)
+        + f", K up to {args.kmax}; evaluation.engine.name=dask on {args.workers} workers × 1 "
+        f"thread, 127.0.0.1; load average at the start {load[0]:.2f} / {load[1]:.2f} / "
+        f"{load[2]:.2f} (1/5/15 min), at the end "
+        + " / ".join(f"{x:.2f}" for x in os.getloadavg())
+        + "\n"
     )
-    print("| stage | wall time | client peak RSS |")
-    print("|---|--:|--:|")
-    for name, seconds, gib in rows:
-        print(f"| {name} | {seconds:.1f} s | {gib:.2f} GiB |")
     print(
-        f"| **total** | **{sum(r[1] for r in rows) / 60:.1f} min** "
-        f"| **{max(r[2] for r in rows):.2f} GiB** |"
+        "| pairs | stage | wall time | client peak RSS | workers' peak RSS | tasks "
+        "| sent back to the client |"
     )
-    w = ", ".join(f"{x / GIB:.2f}" for x in sorted(workers_rss.values()))
-    print(f"\nworkers' peak RSS: {w} GiB")
-    for kind, nbytes in sorted(sent.items()):
-        print(
-            f"sent back by {kind} blocks: {nbytes / 1e6:.1f} MB ({nbytes / pairs:.1f} B per pair)"
-        )
+    print("|--:|---|--:|--:|--:|--:|--:|")
+    for size in counts:
+        pairs = runs[size]["metrics"]["pairs"]
+        for row in runs[size]["rows"]:
+            sent = row["sent_bytes"]
+            sent_text = "–" if sent is None else f"{sent / 1e3:,.1f} kB ({sent / pairs:.4f} B/pair)"
+            print(
+                f"| {pairs:,} | {row['stage']} | {row['seconds']:.1f} s "
+                f"| {row['client_gib']:.2f} GiB | {row['workers_gib']:.2f} GiB "
+                f"| {row['tasks'] or '–'} | {sent_text} |"
+            )
+        total = sum(r["seconds"] for r in runs[size]["rows"])
+        peak = max(r["client_gib"] for r in runs[size]["rows"])
+        print(f"| {pairs:,} | **total** | **{total / 60:.1f} min** | **{peak:.2f} GiB** | | | |")
+    if len(counts) > 1:
+        lo, hi = runs[counts[0]], runs[counts[-1]]
+        print()
+        for a, b in zip(lo["rows"], hi["rows"], strict=True):
+            print(
+                f"{a['stage']}: client peak ×{b['client_gib'] / a['client_gib']:.2f} from "
+                f"{lo['metrics']['pairs']:,} to {hi['metrics']['pairs']:,} pairs"
+            )
 
 
 def kernel_once(args: argparse.Namespace) -> None:
@@ -648,8 +704,8 @@ def main() -> None:
     a.add_argument("--seed", type=int, default=0)
     pl = sub.add_parser("pipeline", help="every stage with evaluation.engine.name=dask")
     pl.add_argument("--docs", type=int, default=100_000)
-    pl.add_argument("--queries", type=int, default=10_000)
-    pl.add_argument("--principals", type=int, default=1_000)
+    pl.add_argument("--queries", default="10000", help="query counts, ascending")
+    pl.add_argument("--principals", default="100,1000", help="principal counts, ascending")
     pl.add_argument("--kmax", type=int, default=10)
     pl.add_argument("--retriever", default="tfidf")
     pl.add_argument("--corpus", default="realistic")

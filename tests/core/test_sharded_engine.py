@@ -246,9 +246,10 @@ def pipeline_run(tmp_path_factory):
 
 
 def _score_and_prove(cfg: dict[str, Any], layout: Layout) -> dict[str, bytes]:
+    filter_lists(cfg, layout)
     score(cfg, layout)
     prove(cfg, layout)
-    files = (layout.metrics, layout.headline, layout.pairs, layout.proof)
+    files = (layout.lists, layout.metrics, layout.headline, layout.pairs, layout.proof)
     return {Path(f).name: Path(f).read_bytes() for f in files}
 
 
@@ -273,13 +274,44 @@ def test_score_and_prove_on_the_cluster_write_the_local_bytes(cluster, pipeline_
         on_cluster = _score_and_prove(sharded, layout)
         elapsed = time.perf_counter() - started
     assert on_cluster == local
-    tasks = [
-        t for t in stream.data if "_score_block" in str(t["key"]) or "_check_block" in str(t["key"])
-    ]
+    names = ("_place_block", "_reduce_block", "_check_block")
+    tasks = [t for t in stream.data if any(n in str(t["key"]) for n in names)]
     n_p = json.loads(local["metrics.json"])["profiles"]
-    assert len(tasks) >= 3 * n_p  # score, and prove's scores and checks, one task per principal
+    assert len(tasks) >= 3 * n_p  # filter, score and prove: one task per principal
     assert len({t["worker"] for t in tasks}) == 2  # both workers took shards
     assert elapsed < 120
+
+
+@pytest.mark.long
+def test_the_score_stage_on_the_cluster_gets_back_sums_not_pairs(cluster, pipeline_run):
+    # each block sends back its exact sums and Δ histograms (and its part file's name): what
+    # comes back per block does not grow with the pairs, and holds no per-pair array
+    from arecall.core.scoring import BlockSums
+
+    cfg, layout = pipeline_run
+    filter_lists(cfg, layout)
+    engine = DaskEngine(cluster.scheduler_address, block=2)
+    try:
+        score(cfg, layout, engine)
+    finally:
+        engine.close()
+    shipped = engine.shipped[-1]
+    per_block = shipped["result_bytes"] / shipped["tasks"]
+    assert shipped["tasks"] >= 2 and per_block < 16 << 10, shipped
+    lists_bytes = Path(layout.lists).stat().st_size  # what the client once sliced and sent
+    assert shipped["task_bytes"] < lists_bytes / 4  # the blocks' ACL rows, never their lists
+    with pytest.MonkeyPatch.context() as mp:  # what a block returns: its sums, no arrays
+        returned: list[Any] = []
+        real = LocalEngine.map_blocks
+
+        def keep(self: Any, *a: Any, **k: Any) -> list[Any]:
+            out = real(self, *a, **k)
+            returned.extend(out)
+            return out
+
+        mp.setattr(LocalEngine, "map_blocks", keep)
+        score(cfg, layout, LocalEngine(block=2))
+    assert returned and all(isinstance(r, BlockSums) for r in returned)
 
 
 @pytest.mark.long

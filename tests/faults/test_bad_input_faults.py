@@ -255,8 +255,8 @@ def test_a_k_beyond_memory_is_refused_at_composition(tmp_path, arecall, memory_2
     out = tmp_path / "out"
     result = arecall("run", "evaluation.ks=[1,1000000000]", f"hydra.run.dir={out}")
     line = _one_line(result, "evaluation.ks=[1,1000000000]: evaluation.ks: ")
-    # discovery: 4 principals × 24 queries, four int32 lists of K
-    assert "K = 1000000000 needs about 1.4 TiB for the placed lists" in line, line
+    # discovery: 24 queries, four int32 lists of K for one principal (lists go by blocks)
+    assert "K = 1000000000 needs about 357.6 GiB for one principal's placed lists" in line, line
     assert "20.0 GiB available" in line, line
     assert not out.exists()
     p = _params(tmp_path, [], evaluation__ks=[1, 10**9])
@@ -268,6 +268,13 @@ def test_a_k_beyond_memory_is_refused_at_composition(tmp_path, arecall, memory_2
 
 def test_a_k_within_memory_is_accepted(memory_20gib):
     assert default_config(["evaluation.ks=[1,1000]"]).evaluation.ks == [1, 1000]
+
+
+def test_a_k_whose_lists_fit_one_principal_at_a_time_is_accepted(memory_20gib):
+    # discovery's 4 principals × 24 queries at K = 3·10^7: 42.9 GiB of lists in all, which the
+    # stages keep on disk; one principal's block is 10.7 GiB, which fits
+    ks = [1, 30_000_000]
+    assert default_config([f"evaluation.ks=[{ks[0]},{ks[1]}]"]).evaluation.ks == ks
 
 
 @pytest.mark.parametrize(
@@ -317,9 +324,9 @@ def test_without_the_budget_stub_an_absurd_k_is_refused_on_any_machine(tmp_path,
 def test_a_k_beyond_memory_on_a_corpus_read_from_files_is_refused_before_ranking(
     tmp_path, arecall, monkeypatch
 ):
-    # seed_json's size is known only once generate has read it: 4 principals × 8 queries. The
-    # composition's lower bound (1 × 1 × K × 16 bytes = 16 GB) fits in 100 GiB, the real need
-    # (512 GB) does not: the rank stage refuses before it writes anything.
+    # seed_json's size is known only once generate has read it: 8 queries. The composition's
+    # lower bound (1 query × K × 16 bytes = 16 GB) fits in 100 GiB, one principal's real need
+    # (128 GB) does not: the rank stage refuses before it writes anything.
     monkeypatch.setattr("arecall.pipeline.budget.available_memory", lambda: 100 * GIB)
     d = write_seed_dir(tmp_path / "corpus", 3)
     out = tmp_path / "out"
@@ -330,7 +337,7 @@ def test_a_k_beyond_memory_on_a_corpus_read_from_files_is_refused_before_ranking
         "evaluation.ks=[1000000000]",
         f"hydra.run.dir={out}",
     )
-    _one_line(result, "evaluation.ks: K = 1000000000 needs about", "32 query-principal pairs")
+    _one_line(result, "evaluation.ks: K = 1000000000 needs about", "(8 queries × K × 16 bytes)")
     layout = Layout.run(out)
     assert layout.corpus.is_dir() and not layout.ranking.parent.exists()
     assert not layout.lists.exists() and not layout.metrics.exists()

@@ -4,11 +4,13 @@
 Why: the score and prove stages and ``arecall evaluate`` with an ACL do the same arithmetic for
 every (principal, query) pair, and principals are independent of each other. An evaluation with
 10,000 principals and a million queries (10^10 pairs) outgrows one process; cutting the
-principals into blocks lets each block run anywhere. A block function either returns a
-summary that merges exactly (``arecall evaluate``: integer tallies per block, from which every
-mean, the bootstrap and the randomization test are computed, so nothing per pair comes back)
-or arrays that concatenate in block order to exactly the arrays one process computes (the
-pipeline's stages); either way results are byte-identical whatever the engine and block size.
+principals into blocks lets each block run anywhere. A block function returns a summary that
+merges exactly (``arecall evaluate``: integer tallies per block; the pipeline's score stage:
+exact sums and Δ histograms, its rows written to a part file; prove: first counterexamples;
+filter: the name of its part file), from which every mean, the bootstrap and the randomization
+test are computed, so nothing per pair comes back — or, for `arecall.core.scoring.score_pairs`,
+arrays that concatenate in block order to exactly the arrays one process computes; either way
+results are byte-identical whatever the engine and block size.
 
 Block sizes come from memory: a caller says how many bytes of temporaries one principal needs
 (``per_principal``), and each engine fits as many principals in a block as its budget holds —

@@ -59,12 +59,14 @@ from arecall.core.errors import ArecallError
 __all__ = [
     "atomic_path",
     "current_umask",
+    "npz_member",
     "remove_stale",
     "temporary_directory",
     "write_json",
     "write_npz",
     "write_npz_pieces",
     "write_parquet",
+    "write_parquet_groups",
     "write_text",
     "write_with",
 ]
@@ -455,6 +457,78 @@ def write_npz_pieces(path: str | os.PathLike[str], members: Mapping[str, NpzMemb
     write_with(path, _write)
 
 
+def npz_member(path: str | os.PathLike[str], name: str) -> np.ndarray:
+    """Member ``name`` of an uncompressed ``.npz`` (what `write_npz` writes), memory-mapped.
+
+    Why: a block of principals needs its rows of an array of every principal's lists; mapped,
+    it reads those rows from the file and nothing else (``numpy.load`` of an ``.npz`` reads a
+    member whole). The one reader of a member's rows: the pipeline's blocks use it wherever
+    they run (a Dask worker reads the file itself, on a filesystem it shares).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> write_npz(d / "a.npz", {"x": np.arange(6).reshape(3, 2)})
+    >>> npz_member(d / "a.npz", "x")[1:].tolist()
+    [[2, 3], [4, 5]]
+    """
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo(f"{name}.npy")
+        if info.compress_type != zipfile.ZIP_STORED:
+            raise ArecallError(f"{path}: member {name!r} is compressed; cannot map it")
+        with open(path, "rb") as fh:
+            fh.seek(info.header_offset)
+            local = fh.read(30)
+            if local[:4] != b"PK\x03\x04":
+                raise ArecallError(f"{path}: member {name!r} has no local header; not an npz")
+            skip = int.from_bytes(local[26:28], "little") + int.from_bytes(local[28:30], "little")
+            fh.seek(info.header_offset + 30 + skip)
+            version = np.lib.format.read_magic(fh)
+            read = (
+                np.lib.format.read_array_header_1_0
+                if version == (1, 0)
+                else np.lib.format.read_array_header_2_0
+            )
+            shape, fortran, dtype = read(fh)
+            offset = fh.tell()
+    if fortran or dtype.hasobject:
+        raise ArecallError(f"{path}: member {name!r} is not a plain C-order array")
+    if not int(np.prod(shape, dtype=np.int64)):
+        return np.zeros(shape, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=tuple(shape))
+
+
 def write_parquet(path: str | os.PathLike[str], frame: Any) -> None:
     """Atomically write a pandas DataFrame as Parquet (no index column)."""
     write_with(path, lambda tmp: frame.to_parquet(tmp, index=False))
+
+
+def write_parquet_groups(path: str | os.PathLike[str], frames: Iterable[Any]) -> None:
+    """Atomically write pandas DataFrames as one Parquet file, each frame one row group.
+
+    Why: a table too large for memory is written a group at a time; frames of pyarrow's row
+    group size (the last shorter) give the bytes `write_parquet` writes for them joined, since
+    ``DataFrame.to_parquet`` is pyarrow's ``write_table`` of the same schema cut into groups of
+    that size. Every frame must have the first one's schema (checked).
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def _write(tmp: Path) -> None:
+        writer = None
+        try:
+            for frame in frames:
+                table = pa.Table.from_pandas(frame, preserve_index=False)
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, table.schema, compression="snappy")
+                elif not table.schema.equals(writer.schema, check_metadata=True):
+                    raise ValueError(f"{path}: a row group's schema differs from the first's")
+                writer.write_table(table)
+        finally:
+            if writer is not None:
+                writer.close()
+        if writer is None:
+            raise ValueError(f"{path}: no frames to write")
+
+    write_with(path, _write)

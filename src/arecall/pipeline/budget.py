@@ -8,10 +8,12 @@ has free; past it, one `ConfigProblem` names the key and gives the estimate.
 The estimates count only arrays that are certainly allocated, so they are lower bounds: a
 configuration refused here could not have run. What they count:
 
-* **Placed lists** (`arecall.core.placed_lists.place_all`): four int32 arrays of principals ×
-  queries × K (`LIST_CELL` bytes per cell), built by the filter stage and loaded again by score
-  and prove. K larger than the number of documents is allowed (Precision@K and the returned
-  share are defined for it; the lists are padded); it is refused only when this does not fit.
+* **Placed lists** (`arecall.core.placed_lists.place_all`): four int32 arrays of queries × K
+  per principal (`LIST_CELL` bytes per cell). The filter stage places them by blocks of
+  principals and writes them to disk, and score and prove read a block at a time, so what must
+  fit in memory is one principal's lists (a block holds at least one principal). K larger than
+  the number of documents is allowed (Precision@K and the returned share are defined for it; the
+  lists are padded); it is refused only when this does not fit.
 * **The corpus a source builds**, as its schema declares it (`SourceSchema.memory`; the
   synthetic generator counts its texts, ids, judgments and grants:
   `arecall.data.sources.synthetic.SyntheticSpec.allocated`), and the sizes its settings fix
@@ -167,29 +169,29 @@ def list_bytes(*, n_principals: int, n_queries: int, k_max: int) -> int:
     return LIST_CELL * n_principals * n_queries * k_max
 
 
-def check_lists_memory(
-    cfg: ExperimentConfig, *, n_principals: int, n_queries: int, exact: bool = True
-) -> None:
-    """Refuse a K whose placed lists do not fit in memory, naming ``evaluation.ks``.
+def check_lists_memory(cfg: ExperimentConfig, *, n_queries: int, exact: bool = True) -> None:
+    """Refuse a K whose placed lists for one principal do not fit in memory (``evaluation.ks``).
 
-    ``exact`` says the sizes are the corpus's own (a stage), not lower bounds (composition).
+    Why one principal: the stages place, score and prove the lists by blocks of principals
+    (at least one each) and keep the whole lists on disk, never in memory. ``exact`` says
+    ``n_queries`` is the corpus's own (a stage), not a lower bound (composition).
 
     Examples
     --------
     >>> from arecall.pipeline.config import default_config
-    >>> check_lists_memory(default_config(), n_principals=4, n_queries=24)
+    >>> check_lists_memory(default_config(), n_queries=24)
     """
     ks = cfg.evaluation.ks
     k_max = max(ks)
-    pairs = max(n_principals, 1) * max(n_queries, 1)
-    shape = f"{pairs} query-principal pair{'s' if pairs != 1 else ''}"
+    queries = max(n_queries, 1)
+    shape = f"{queries} quer{'ies' if queries != 1 else 'y'}"
     if not exact:
         shape = f"at least {shape}"
     require_memory(
-        list_bytes(n_principals=max(n_principals, 1), n_queries=max(n_queries, 1), k_max=k_max),
+        list_bytes(n_principals=1, n_queries=queries, k_max=k_max),
         "evaluation.ks",
         f"K = {k_max}",
-        f"for the placed lists ({shape} × K × {LIST_CELL} bytes)",
+        f"for one principal's placed lists ({shape} × K × {LIST_CELL} bytes)",
         ks,
     )
 
@@ -252,9 +254,8 @@ def check_config_memory(cfg: ExperimentConfig) -> None:
     sizes = config_sizes(cfg)
     check_lists_memory(
         cfg,
-        n_principals=sizes.principals or 1,
         n_queries=sizes.queries or 1,
-        exact=sizes.principals is not None and sizes.queries is not None,
+        exact=sizes.queries is not None,
     )
 
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -37,11 +38,17 @@ from arecall.core.measures import (
 )
 from arecall.core.placed_lists import PlacedLists, place_all, post_filter, pre_filter
 from arecall.core.ranking import rank_queries
+
+if TYPE_CHECKING:
+    from arecall.core.ranking import Ranking
 from arecall.core.scoring import (
     BAR_CELLS,
     PairScores,
+    _score_block,
+    block_lists,
     principal_bytes,
     progressed,
+    query_scores,
     score_pairs,
 )
 
@@ -54,6 +61,7 @@ __all__ = [
     "batched",
     "check_properties",
     "check_run",
+    "check_run_file",
     "failures",
     "random_cases",
 ]
@@ -457,17 +465,25 @@ def _check_block(
     block: dict[str, Any],
     *,
     ks: tuple[int, ...],
-    width: int,
-) -> dict[str, tuple[int, ...] | None]:
-    """The first post ⊄ pre and the first unauthorized item among principals start … stop − 1.
+    width: int | None = None,
+    lists_path: str | None = None,
+    kernel: dict[str, Any] | None = None,
+) -> dict[str, tuple[Any, ...] | None]:
+    """The first counterexample of each data claim among principals start … stop − 1.
 
-    Returns ``subset``: (principal, query, slot, K) of the first pair (principal, then K, then
-    query and slot) whose post list at K holds an item its pre list at K lacks, and ``leak``:
-    (principal, 0 for pre / 1 for post, query, slot) of the first unauthorized item; ``None``
-    where the claim holds for the whole block.
+    Returns ``subset``: (principal, query, slot, K, document) of the first pair (principal,
+    then K, then query and slot) whose post list at K holds an item its pre list at K lacks;
+    ``leak``: (principal, 0 for pre / 1 for post, query, slot, document) of the first
+    unauthorized item; ``gap``: (principal, query, K index, Δ) of the first Δ@K < 0 — ``None``
+    where the claim holds for the whole block. The lists come with the block or are read from
+    ``lists_path`` where the block runs; Δ comes with it (``block["gap"]``) or is scored there
+    from the lists (``kernel``: `arecall.core.scoring.query_scores`'s). Nothing per pair
+    comes back.
     """
-    lists = block["lists"]
+    lists = block_lists(start, stop, block, lists_path)
     n_b, n_q, k_max = lists["pre"].shape
+    if width is None:  # any width above every rank finds the same items
+        width = int(max(lists["pre_rank"].max(initial=0), lists["post_rank"].max(initial=0))) + 1
     k_arr = np.asarray(ks, dtype=np.int64)
     flat = {name: a.reshape(n_b * n_q, k_max) for name, a in lists.items()}
     bad_k = _subset_violation(
@@ -479,8 +495,8 @@ def _check_block(
         i = int(np.flatnonzero(bad.any(axis=(1, 2)))[0])
         k = int(bad_k[i][bad[i]].min())
         q, j = (int(x[0]) for x in np.nonzero(bad_k[i] == k))
-        subset = (start + i, q, j, k)
-    dense = block["acl"].toarray()
+        subset = (start + i, q, j, k, int(lists["post"][i, q, j]))
+    dense = sp.csr_matrix(block["acl"], dtype=bool).toarray()
     who = np.arange(n_b)[:, None, None]
     leaks = []
     for name in ("pre", "post"):
@@ -491,18 +507,31 @@ def _check_block(
     if any_leak.any():
         i, which = (int(x[0]) for x in np.nonzero(any_leak))
         q, j = (int(x[0]) for x in np.nonzero(leaks[which][i]))
-        leak = (start + i, which, q, j)
-    return {"subset": subset, "leak": leak}
+        leak = (start + i, which, q, j, int(lists[("pre", "post")[which]][i, q, j]))
+    if block.get("gap") is not None:
+        gap = block["gap"]
+    else:
+        if kernel is None:
+            raise ValueError("a block needs its Δ or the scoring kernel")
+        scored = _score_block(start, stop, {"lists": lists, "acl": block["acl"]}, **kernel)
+        gap = scored["arecall_pre"] - scored["arecall_post"]
+    neg = np.argwhere(gap < 0)
+    first_gap = None
+    if len(neg):
+        i, q, at = (int(x) for x in neg[0])
+        first_gap = (start + i, q, at, float(gap[i, q, at]))
+    return {"subset": subset, "leak": leak, "gap": first_gap}
 
 
 def _run_claims(run: RunData, engine: Engine | None) -> list[ClaimResult]:
-    """post ⊆ pre per K, and no unauthorized item, by blocks of principals (any engine)."""
+    """post ⊆ pre per K, Δ ≥ 0 and no unauthorized item, by blocks of principals (any engine)."""
     lists, ks = run.lists, run.scores.ks
     n_p, n_q, k_max = lists.pre.shape
     width = int(max(lists.pre_rank.max(initial=0), lists.post_rank.max(initial=0))) + 1
     acl = sp.csr_matrix(run.authorized, dtype=bool)
     runner = engine if engine is not None else LocalEngine()
     bar = n_p > 1 and n_p * n_q * width >= BAR_CELLS  # a terminal shows a bar on big runs
+    metrics = run.scores.metrics
 
     def block_data(start: int, stop: int) -> dict[str, Any]:
         return {
@@ -510,6 +539,7 @@ def _run_claims(run: RunData, engine: Engine | None) -> list[ClaimResult]:
                 f: getattr(lists, f)[start:stop] for f in ("pre", "pre_rank", "post", "post_rank")
             },
             "acl": acl[start:stop],
+            "gap": metrics["arecall_pre"][start:stop] - metrics["arecall_post"][start:stop],
         }
 
     with tqdm(total=n_p, desc="prove", unit="principal", disable=None if bar else True) as t:
@@ -520,56 +550,60 @@ def _run_claims(run: RunData, engine: Engine | None) -> list[ClaimResult]:
             block_data=progressed(block_data, t),
             per_principal=principal_bytes(n_q, k_max),
         )
-    subset = next((f["subset"] for f in found if f["subset"] is not None), None)
-    leak = next((f["leak"] for f in found if f["leak"] is not None), None)
-    bad_subset = bad_leak = None
+    return _claims(found, n_pairs=run.pairs, ks=ks, where=run.where, doc_ids=run.doc_ids)
+
+
+def _claims(
+    found: list[dict[str, Any]],
+    *,
+    n_pairs: int,
+    ks: tuple[int, ...],
+    where: Callable[..., str],
+    doc_ids: np.ndarray,
+) -> list[ClaimResult]:
+    """The data claims from the blocks' first counterexamples (blocks in principal order, so
+    the first is the one a single pass finds, whatever the engine and block size)."""
+    subset, leak, gap = (
+        next((f[name] for f in found if f[name] is not None), None)
+        for name in ("subset", "leak", "gap")
+    )
+    bad_subset = bad_leak = bad_gap = None
     if subset is not None:
-        p, q, j, k = subset
-        item = run.doc_ids[lists.post[p, q, j]]
-        bad_subset = f"{run.where(p, q, k)}: post item {item!r} not in pre"
+        p, q, _, k, doc = subset
+        bad_subset = f"{where(p, q, k)}: post item {doc_ids[doc]!r} not in pre"
     if leak is not None:
-        p, which, q, j = leak
+        p, which, q, _, doc = leak
         name = ("pre", "post")[which]
-        doc = run.doc_ids[getattr(lists, name)[p, q, j]]
-        bad_leak = f"{run.where(p, q)}: {name} list holds unauthorized {doc!r}"
+        bad_leak = f"{where(p, q)}: {name} list holds unauthorized {doc_ids[doc]!r}"
+    if gap is not None:
+        p, q, i, value = gap
+        bad_gap = f"{where(p, q, ks[i])}: Δ = {value:+.6f}"
     return [
         ClaimResult(
             "run_post_subset_of_pre",
             "post ⊆ pre on this run's lists",
             "data",
-            run.pairs * len(ks),
+            n_pairs * len(ks),
             bad_subset is None,
             bad_subset,
         ),
-        _run_gap_non_negative(run),
+        ClaimResult(
+            "run_gap_non_negative",
+            "Δ@K ≥ 0 for every pair on this run",
+            "data",
+            n_pairs * len(ks),
+            bad_gap is None,
+            bad_gap,
+        ),
         ClaimResult(
             "run_lists_authorized",
             "no pre or post list holds an unauthorized item",
             "data",
-            run.pairs,
+            n_pairs,
             bad_leak is None,
             bad_leak,
         ),
     ]
-
-
-def _run_gap_non_negative(run: RunData) -> ClaimResult:
-    """Δ@K = ARecall^pre@K − ARecall^post@K ≥ 0 in the run's own scores."""
-    scores = run.scores
-    gap = scores.metrics["arecall_pre"] - scores.metrics["arecall_post"]
-    neg = np.argwhere(gap < 0)
-    bad: str | None = None
-    if len(neg):
-        p, q, i = (int(x) for x in neg[0])
-        bad = f"{run.where(p, q, scores.ks[i])}: Δ = {gap[p, q, i]:+.6f}"
-    return ClaimResult(
-        "run_gap_non_negative",
-        "Δ@K ≥ 0 for every pair on this run",
-        "data",
-        run.pairs * len(scores.ks),
-        bad is None,
-        bad,
-    )
 
 
 def check_run(
@@ -588,6 +622,7 @@ def check_run(
     actually wrote, so a bug the search missed still cannot reach the reports. The per-list
     claims run by blocks of principals on ``engine`` (`arecall.core.engine`; this process by
     default); the first counterexample is the same whatever the engine and block size.
+    (`check_run_file` checks a lists file where the blocks run, for the prove stage.)
 
     Examples
     --------
@@ -613,6 +648,53 @@ def check_run(
         doc_ids=doc_ids,
     )
     return _run_claims(run, engine)
+
+
+def check_run_file(
+    lists_path: str | Path,
+    ranking: Ranking,
+    relevance: sp.spmatrix,
+    acl: sp.spmatrix,
+    ks: tuple[int, ...],
+    *,
+    query_ids: np.ndarray,
+    principals: np.ndarray,
+    doc_ids: np.ndarray,
+    engine: Engine,
+) -> list[ClaimResult]:
+    """`check_run`'s claims on the lists file the filter stage wrote, each block of principals
+    checked where it runs: it reads its own lists from the file, scores them again (the batch
+    code on this run's lists, independently of what the score stage wrote) and sends back its
+    first counterexamples only. The same claims and counterexamples as `check_run` on the
+    loaded lists and `arecall.core.scoring.score_pairs`' scores, whatever the engine.
+    """
+    n_p, n_q, k_max = PlacedLists.shape_of(lists_path)
+    acl_csr = sp.csr_matrix(acl, dtype=bool)
+    if acl_csr.shape[0] != n_p or n_q != ranking.n_queries:
+        raise ArecallError(
+            f"{lists_path}: lists of {n_p} principals × {n_q} queries, but the corpus has "
+            f"{acl_csr.shape[0]} × {ranking.n_queries}; run the filter stage again"
+        )
+    kernel = query_scores(ranking, sp.csr_matrix(relevance), ks).kernel
+    bar = n_p > 1 and n_p * n_q * k_max >= BAR_CELLS
+
+    def where(p: int, q: int, k: int | None = None) -> str:
+        at = f", K={k}" if k is not None else ""
+        return f"principal {principals[p]!r}, query {query_ids[q]!r}{at}"
+
+    with tqdm(total=n_p, desc="prove", unit="principal", disable=None if bar else True) as t:
+        found = engine.map_blocks(
+            _check_block,
+            n_p,
+            shared={
+                "ks": tuple(int(k) for k in ks),
+                "lists_path": str(Path(lists_path).absolute()),
+                "kernel": kernel,
+            },
+            block_data=progressed(lambda s, e: {"acl": acl_csr[s:e]}, t),
+            per_principal=principal_bytes(n_q, k_max),
+        )
+    return _claims(found, n_pairs=n_p * n_q, ks=tuple(ks), where=where, doc_ids=doc_ids)
 
 
 def failures(results: list[ClaimResult]) -> list[ClaimResult]:

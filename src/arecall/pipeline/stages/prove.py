@@ -6,11 +6,13 @@ from typing import TYPE_CHECKING, Any
 
 from arecall.core.engine import engine_from_config
 from arecall.core.errors import ArecallError
+from arecall.core.ranking import Ranking
+from arecall.data.collection import Collection
 from arecall.io.atomic import write_json
+from arecall.pipeline.config import ks_of
 from arecall.pipeline.layout import Layout
-from arecall.pipeline.proof import check_properties, check_run, failures
+from arecall.pipeline.proof import check_properties, check_run_file, failures
 from arecall.pipeline.stages import run_stage
-from arecall.pipeline.stages.score import pair_scores
 
 if TYPE_CHECKING:
     from arecall.pipeline.schema import ExperimentConfig
@@ -23,15 +25,18 @@ def prove(cfg: ExperimentConfig, layout: Layout) -> dict[str, Any]:
 
     The scores are computed again here, not read from the score stage's table: the data claims
     check what the batch code yields on this run's lists, independently of what score wrote.
-    The per-principal work runs on the engine ``evaluation.engine`` names.
+    The per-principal work runs on the engine ``evaluation.engine`` names, each block reading
+    its lists from the filter stage's file and sending back its first counterexamples only.
     """
     results = check_properties(cfg.evaluation.proof.max_examples)
+    collection = Collection.load(layout.corpus, text=False)
     with engine_from_config(cfg.evaluation.engine) as engine:
-        collection, lists, scores = pair_scores(cfg, layout, engine)
-        results += check_run(
-            lists,
-            scores,
+        results += check_run_file(
+            layout.lists,
+            Ranking.load(layout.ranking),
+            collection.relevance_matrix(),
             collection.acl_matrix(),
+            ks_of(cfg),
             query_ids=collection.query_ids,
             principals=collection.principal_names,
             doc_ids=collection.doc_ids,

@@ -128,7 +128,7 @@ def rank(cfg: ExperimentConfig, layout: Layout) -> dict[str, Any]:
     there (`arecall.pipeline.schema.check_depth`), once, before any stage ran."""
     collection = Collection.load(layout.corpus)
     check_lists_memory(
-        cfg, n_principals=len(collection.principals), n_queries=len(collection.queries)
+        cfg, n_queries=len(collection.queries)
     )  # the corpus's own sizes, before anything is allocated or written
     rcfg = cfg.retriever
     retriever = fit_on(make_retriever(rcfg), collection.documents, collection.queries)

@@ -1,5 +1,11 @@
 """Stage `score`: every measure for every query-principal pair, K and placement, and Δ@K's
-significance: metrics.json holds all of it, headline.json the numbers runs are compared on."""
+significance: metrics.json holds all of it, headline.json the numbers runs are compared on.
+
+Blocks of principals run on the engine ``evaluation.engine`` names and are reduced where they
+run (`arecall.core.scoring.reduce_pairs`): each reads its lists from the filter stage's file,
+writes its rows of the per-pair table and sends back exact sums and Δ histograms, which merge
+into the same bytes whatever the engine and block size. Nothing per pair comes back here.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +13,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from arecall.core.engine import Engine, engine_from_config
-from arecall.core.placed_lists import PlacedLists
 from arecall.core.ranking import Ranking
-from arecall.core.scoring import PairScores, score_pairs, summarise
-from arecall.core.significance import delta_significance
+from arecall.core.scoring import PairSums, reduce_pairs, summary_of
+from arecall.core.significance import delta_significance_counts
 from arecall.core.tables import HEADLINE, headline
 from arecall.data.collection import Collection
-from arecall.io.atomic import write_json, write_parquet
+from arecall.io.atomic import write_json
 from arecall.pipeline.config import ks_of
 from arecall.pipeline.layout import Layout
 from arecall.pipeline.stages import run_stage
@@ -24,30 +27,7 @@ from arecall.pipeline.stages import run_stage
 if TYPE_CHECKING:
     from arecall.pipeline.schema import ExperimentConfig, SignificanceConfig
 
-__all__ = ["HEADLINE", "headline", "pair_scores", "score"]
-
-
-def pair_scores(
-    cfg: ExperimentConfig, layout: Layout, engine: Engine | None = None
-) -> tuple[Collection, PlacedLists, PairScores]:
-    """Score every pair from what generate, rank and filter wrote (score and prove share it).
-
-    The per-principal part runs on ``engine`` (default: the one ``evaluation.engine`` names);
-    the lists come back too, so prove reads them once.
-    """
-    collection = Collection.load(layout.corpus, text=False)
-    ranking = Ranking.load(layout.ranking)
-    lists = PlacedLists.load(layout.lists)
-    with _engine(cfg, engine) as run:
-        scores = score_pairs(
-            ranking,
-            lists,
-            collection.relevance_matrix(),
-            collection.acl_matrix(),
-            ks_of(cfg),
-            engine=run,
-        )
-    return collection, lists, scores
+__all__ = ["HEADLINE", "headline", "score"]
 
 
 @contextmanager
@@ -60,36 +40,48 @@ def _engine(cfg: ExperimentConfig, engine: Engine | None) -> Iterator[Engine]:
         yield made
 
 
-def score(cfg: ExperimentConfig, layout: Layout) -> dict[str, Any]:
+def score(cfg: ExperimentConfig, layout: Layout, engine: Engine | None = None) -> dict[str, Any]:
     """Score every pair, K and placement; write the per-pair table and metrics.json."""
-    collection, _, scores = pair_scores(cfg, layout)
-    frame = scores.to_frame(collection.query_ids, collection.principal_names)
-    write_parquet(layout.pairs, frame)
-    metrics = summarise(scores, n_documents=len(collection.documents))
-    _add_significance(metrics, scores, cfg.evaluation.significance)
+    collection = Collection.load(layout.corpus, text=False)
+    ranking = Ranking.load(layout.ranking)
+    with _engine(cfg, engine) as run:
+        reduced = reduce_pairs(
+            ranking,
+            layout.lists,
+            collection.relevance_matrix(),
+            collection.acl_matrix(),
+            ks_of(cfg),
+            engine=run,
+            pairs_out=layout.pairs,
+            query_ids=collection.query_ids,
+            principals=collection.principal_names,
+        )
+    metrics = summary_of(
+        reduced.sums,
+        reciprocal_rank=reduced.queries.reciprocal_rank,
+        n_relevant=reduced.queries.n_relevant,
+        n_queries=ranking.n_queries,
+        n_documents=len(collection.documents),
+    )
+    _add_significance(metrics, reduced.sums, cfg.evaluation.significance)
     write_json(layout.metrics, metrics)
     write_json(layout.headline, headline(metrics))
     return metrics
 
 
-def _add_significance(
-    metrics: dict[str, Any], scores: PairScores, scfg: SignificanceConfig
-) -> None:
-    """Δ@K = pre − post per pair: paired bootstrap CI and randomization p, both conventions."""
-    nonempty = scores.n_authorized_relevant > 0
-    confidence, resamples, seed = scfg.confidence, scfg.resamples, scfg.seed
+def _add_significance(metrics: dict[str, Any], sums: PairSums, scfg: SignificanceConfig) -> None:
+    """Δ@K = pre − post per pair: paired bootstrap CI and randomization p, both conventions,
+    from the histograms of Δ merged over every block."""
 
-    def test(pre: np.ndarray, post: np.ndarray) -> dict[str, Any]:
-        return delta_significance(
-            pre, post, confidence=confidence, n_resamples=resamples, seed=seed
+    def test(histogram: tuple[Any, Any]) -> dict[str, Any]:
+        return delta_significance_counts(
+            *histogram, confidence=scfg.confidence, n_resamples=scfg.resamples, seed=scfg.seed
         )
 
-    for i, k in enumerate(scores.ks):
-        pre = scores.metrics["arecall_pre"][:, :, i]
-        post = scores.metrics["arecall_post"][:, :, i]
-        sig = {"gap": test(pre.ravel(), post.ravel())}
-        if nonempty.any():
-            sig["gap_nonempty"] = test(pre[nonempty], post[nonempty])
+    for i, k in enumerate(sums.ks):
+        sig = {"gap": test(sums.gap[i])}
+        if sums.n_nonempty:
+            sig["gap_nonempty"] = test(sums.gap_nonempty[i])
         metrics["k"][str(k)]["significance"] = sig
 
 
