@@ -313,7 +313,7 @@ class DaskEngine(Engine):
             from arecall.core.dask_workers import register
 
             register(self.client)
-        except (OSError, TimeoutError) as exc:
+        except Exception as exc:  # the scheduler went away while connecting (any error)
             self.client.close()
             raise self._lost(exc) from None
         self._block_bytes: int | None = None
