@@ -159,6 +159,7 @@ def _runs(work: Path) -> list:
     return client.search_runs([e.experiment_id for e in client.search_experiments()])
 
 
+@pytest.mark.long  # two whole runs: in make test-faults, with the other long runs
 def test_one_point_and_a_seed_layout_corpus_run_into_the_directories_the_guide_names(work: Path):
     write_seed_dir(work / "my_corpus", 11)
     sh(
@@ -176,6 +177,7 @@ def test_one_point_and_a_seed_layout_corpus_run_into_the_directories_the_guide_n
     assert {r.info.status for r in runs} == {"FINISHED"}
 
 
+@pytest.mark.long  # two whole runs: in make test-faults, with the other long runs
 def test_a_run_that_asks_for_the_vector_experiment_measures_it_as_the_vector_page_says(
     work: Path,
 ):

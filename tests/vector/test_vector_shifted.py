@@ -177,6 +177,7 @@ def test_no_exact_check_smaller_than_the_fewest_certifies_and_a_perfect_one_does
         assert ((m + (200 - m) * rest) / 200 >= 0.96) is certified
 
 
+@pytest.mark.long  # a 10,000-vector corpus calibrated: with the other long planner cases
 def test_a_concentrated_batch_whose_walks_hold_is_certified_by_checking_part_of_it() -> None:
     # One tight cluster's 200 queries: before, a deeper search of 16 of them bounded the
     # recall at 0.90-0.93 with 2.58 standard errors to keep, and the batch was scanned (192 of
@@ -300,6 +301,7 @@ def test_the_six_batches_of_issue_35_keep_the_promise_at_100000_vectors(name, sh
         keeps_the_promise(corpus, index, planner, corpus.data.queries, s)
 
 
+@pytest.mark.long  # a 10,000-vector corpus calibrated: with the other long planner cases
 def test_the_per_batch_confidence_is_a_setting_the_planner_keeps_and_aims_by() -> None:
     # Issue 35: the confidence (99.5% per batch) becomes index.confidence. A planner keeps the
     # one it was calibrated with, and aims a batch z standard errors above the target by it:
