@@ -64,8 +64,10 @@ def load_bench() -> Any:
     return bench
 
 
-def setup(name: str, n: int, dims: int, clusters: int) -> tuple[object, VectorIndex, AutoPlanner]:
-    corpus = adversarial_corpus(name, n, dims, 40, seed=3, n_clusters=clusters)
+def setup(
+    name: str, n: int, dims: int, clusters: int, n_queries: int = 40
+) -> tuple[object, VectorIndex, AutoPlanner]:
+    corpus = adversarial_corpus(name, n, dims, n_queries, seed=3, n_clusters=clusters)
     index = build_index(corpus.data.vectors)
     cal = corpus.data.calibration_queries(40)
     planner = calibrate_auto(index, K, queries=cal, graph_cost=1.0)
@@ -234,7 +236,11 @@ def test_second_look_is_the_cheapest_certified_one_and_beats_the_plain_search(da
 @pytest.mark.long
 @pytest.mark.parametrize("name", ADVERSARIAL_CORPORA)
 def test_auto_keeps_its_promise_in_every_cell(name: str) -> None:
-    corpus, index, planner = setup(name, 5000, 32, 50)
+    # A batch of the benchmark's 200 queries: 40 queries from a few cells cannot be certified by
+    # an exact check cheaper than their scan (lowrank-halfspace's unfiltered batch is scanned
+    # then, rightly), and every other cell of that corpus scans for cost, so the walk this test
+    # must see keep the promise would never run.
+    corpus, index, planner = setup(name, 5000, 32, 50, n_queries=200)
     methods = {check_cell(corpus, index, planner, s) for s in SELECTIVITIES if 5000 * s >= K}
     assert "pushdown" in methods
     if name in ("clustered-anti", "clustered-corr", "lowrank-halfspace"):
