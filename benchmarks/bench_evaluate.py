@@ -396,6 +396,8 @@ def scale(args: argparse.Namespace, d: Path) -> None:
         with distributed.LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
             dashboard_address=None, silence_logs=40,
+            # the scheduler's HTTP server (/health) on a free loopback port, not 8787
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
         ) as cluster:  # fmt: skip
             dask = timed([*base, *acl, "--engine", "dask", "--scheduler",
                           cluster.scheduler_address, "--format", "json",

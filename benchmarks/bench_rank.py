@@ -164,6 +164,8 @@ def run_all(args: argparse.Namespace) -> None:
             host="127.0.0.1",
             scheduler_port=0,
             dashboard_address=None,
+            # the scheduler's HTTP server (/health) on a free loopback port, not 8787
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
             worker_dashboard_address=None,
             silence_logs=40,
         ) as cluster:
