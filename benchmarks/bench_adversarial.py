@@ -938,13 +938,15 @@ def _planner_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def _log(line: str) -> None:
+    """A progress line on stderr, timestamped (the report itself goes to stdout)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
+
+
+def _prepare(args: argparse.Namespace) -> None:
+    """What every benchmark built on this one's arguments does first: the planner settings
+    ``--set`` names, one thread pool size, and glibc's malloc as ``--malloc`` says."""
     args.settings = replace(DEFAULTS, **dict(args.set))
-
-    def log(line: str) -> None:
-        print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
-
     # faiss's OpenMP threads and OpenBLAS's spinning threads fight over the cores when both
     # are > 1 (a 1% scan measured 17 ms instead of 0.9 ms on the 2-core box): one pool size.
     from threadpoolctl import threadpool_limits
@@ -952,8 +954,22 @@ def main(argv: list[str] | None = None) -> int:
     threadpool_limits(args.threads)
     set_threads(args.threads)
     if args.malloc == "keep" and not _keep_freed_memory():
-        log("--malloc keep: this C library has no mallopt; its thresholds are left alone")
+        _log("--malloc keep: this C library has no mallopt; its thresholds are left alone")
         args.malloc = "default"
+
+
+def _print_report(lines: list[str], output: str | None) -> None:
+    """The report's Markdown on stdout, and atomically to ``output`` if given."""
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    if output:
+        write_text(output, text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    _prepare(args)
+    log = _log
     rows: list[dict[str, Any]] = []
     infos = []
     try:

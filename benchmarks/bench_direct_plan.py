@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,15 +37,21 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_adversarial import _calibrated, _corpora, _index, _keep_freed_memory, _parser
+from bench_adversarial import (
+    _calibrated,
+    _corpora,
+    _index,
+    _log,
+    _parser,
+    _prepare,
+    _print_report,
+)
 
-from arecall.io.atomic import write_text
 from arecall.vector import auto
 from arecall.vector._timing import interleaved
 from arecall.vector.adversarial import adversarial_corpus
-from arecall.vector.index import VectorIndex, set_threads
+from arecall.vector.index import VectorIndex
 from arecall.vector.placement import AutoPlanner, certification
-from arecall.vector.placement.settings import DEFAULTS
 
 
 def _parts(
@@ -122,22 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     parser.description = __doc__.split("\n\n")[0]
     args = parser.parse_args(argv)
-    args.settings = replace(DEFAULTS, **dict(args.set))
     args.names = _corpora(args.corpora)
-
-    def log(line: str) -> None:
-        print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
-
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(args.threads)
-    set_threads(args.threads)
-    if args.malloc == "keep":
-        _keep_freed_memory()
-    text = "\n".join(run(args, log)) + "\n"
-    print(text, end="")
-    if args.output:
-        write_text(args.output, text)
+    _prepare(args)
+    _print_report(run(args, _log), args.output)
     return 0
 
 

@@ -21,19 +21,22 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_adversarial import _calibrated, _corpora, _index, _keep_freed_memory, _parser
+from bench_adversarial import (
+    _calibrated,
+    _corpora,
+    _index,
+    _log,
+    _parser,
+    _prepare,
+    _print_report,
+)
 
-from arecall.io.atomic import write_text
 from arecall.vector import auto
 from arecall.vector.adversarial import adversarial_corpus
-from arecall.vector.index import set_threads
-from arecall.vector.placement.settings import DEFAULTS
 
 
 def _plan_text(plan: object) -> str:
@@ -90,22 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.calibrations < 2:
         parser.error("--calibrations: at least 2 (one calibration cannot change)")
-    args.settings = replace(DEFAULTS, **dict(args.set))
     args.names = _corpora(args.corpora)
-
-    def log(line: str) -> None:
-        print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
-
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(args.threads)
-    set_threads(args.threads)
-    if args.malloc == "keep":
-        _keep_freed_memory()
-    text = "\n".join(run(args, log)) + "\n"
-    print(text, end="")
-    if args.output:
-        write_text(args.output, text)
+    _prepare(args)
+    _print_report(run(args, _log), args.output)
     return 0
 
 
