@@ -415,6 +415,51 @@ def test_experiment_rows_carry_the_plan_and_its_evidence() -> None:
     assert "local s=" in auto_rows.loc[0.3, "plan"]
 
 
+@pytest.mark.parametrize("share", [0.3, 1.0, 0.02])
+def test_auto_searches_replayed_are_every_search_auto_made_and_nothing_else(
+    monkeypatch, share
+) -> None:
+    # The benchmark splits auto's overhead over the zero-overhead bound into the searches its
+    # certificate makes (a sample's lists, short lists walked again, exact checks) and its
+    # bookkeeping, by replaying the searches one call of auto made. The replay must be exactly
+    # those searches: the same walks and scans, on the same rows, k and efSearch, in order.
+    corpus, index, planner = setup("lowrank-uniform", 4000, 16, 40, n_queries=80)
+    q, mask = corpus.data.queries, corpus.mask(share)
+    seen: list[tuple[Any, ...]] = []
+    walk, scan_ids, scan_masked = (
+        VectorIndex._walk,
+        VectorIndex._scan_ids,
+        VectorIndex._scan_masked,
+    )
+
+    def spy_walk(self, q, k, ef, mask=None):  # type: ignore[no-untyped-def]
+        seen.append(("walk", q.shape[0], float(q.sum()), k, ef, mask is None))
+        return walk(self, q, k, ef, mask)
+
+    def spy_ids(self, q, k, ids):  # type: ignore[no-untyped-def]
+        seen.append(("scan", q.shape[0], float(q.sum()), k, None if ids is None else ids.size))
+        return scan_ids(self, q, k, ids)
+
+    def spy_masked(self, q, k, mask):  # type: ignore[no-untyped-def]
+        seen.append(("scan masked", q.shape[0], float(q.sum()), k, int(mask.sum())))
+        return scan_masked(self, q, k, mask)
+
+    monkeypatch.setattr(VectorIndex, "_walk", spy_walk)
+    monkeypatch.setattr(VectorIndex, "_scan_ids", spy_ids)
+    monkeypatch.setattr(VectorIndex, "_scan_masked", spy_masked)
+    auto(index, q, K, mask, planner)
+    made = list(seen)
+    seen.clear()
+    replay = load_bench()._searches_of(index, lambda: auto(index, q, K, mask, planner))
+    assert seen == made and made  # recording runs auto once, as it always runs
+    seen.clear()
+    replay()
+    assert seen == made
+    assert "_walk" not in vars(index)  # the index searches by its own methods again
+    if share == 0.3:
+        assert [call[0] for call in made] == ["walk", "walk"], made  # sample, then the rest
+
+
 @pytest.mark.long
 def test_benchmark_script_runs_and_checks_its_targets(tmp_path, capsys) -> None:
     bench = load_bench()
