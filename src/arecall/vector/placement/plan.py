@@ -136,7 +136,7 @@ def unfiltered(
         predicted = (again.size * r_far + (n_q - again.size) * r_near) / n_q
     else:
         hits = index.search(q, k, ef_search=ef)
-        predicted = float(planner.predicted_recall(np.array([float(ef)]))[0])
+        predicted = planner.predicted_at(ef)
     # A walk can miss nodes HNSW left unlinked (duplicates): a short answer is scanned.
     short = np.flatnonzero(hits.returned() < min(k, index.n_docs))
     if short.size:
