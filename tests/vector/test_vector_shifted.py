@@ -25,6 +25,7 @@ from arecall.vector.adversarial import SHIFTED_CORPORA, adversarial_corpus
 from arecall.vector.index import Hits, VectorIndex, build_index
 from arecall.vector.oracle import tie_aware_recall
 from arecall.vector.placement import AutoPlanner, auto, calibrate_auto
+from arecall.vector.placement.cells import coarse_cells
 from arecall.vector.placement.certification import fewest_exact, mean_lower_bound, shift_alarm
 
 K = 10
@@ -332,3 +333,39 @@ def test_the_per_batch_confidence_is_a_setting_the_planner_keeps_and_aims_by() -
         store.build(corpus.data.vectors, {})
         store.calibrate(K, cal, target_recall=0.95, graph_cost=2.0, confidence=0.99)
         assert store.planner is not None and store.planner.confidence == 0.99
+
+
+@pytest.mark.parametrize("metric", ["ip", "l2"])
+@pytest.mark.parametrize("scale", [1.0 / 11, 3.0])
+def test_no_landmark_outscores_the_exact_best_answer_in_the_index_metric(metric, scale):
+    # A walk counts as stuck where an authorized landmark (a real document) outscores its best
+    # answer. On an l2 index the landmarks were scored by inner product against answers scored
+    # -||q - d||^2, so every deep answer of a plain search read as stuck; and where the best
+    # answer *is* a landmark, BLAS (the landmark) and faiss (the answer) round its score
+    # differently: one query at a time at d = 128, 61 of 300 such ties read as stuck by the
+    # inner product and 156 of 300 by l2, and on clustered-anti at 100,000 vectors the last bit
+    # turned a retry into a scan. A walk that found the exact best answer is not stuck, in
+    # either metric, one query at a time (as a retry is re-audited) or many.
+    rng = np.random.default_rng(5)
+    x = (rng.normal(size=(1500, 128)) * scale).astype(np.float32)
+    index = build_index(x, metric=metric)
+    cells = coarse_cells(x, 20, metric=metric)
+    assert cells.landmark_vectors is not None
+    ties = cells.landmark_vectors + (rng.normal(size=cells.landmark_vectors.shape) * scale * 1e-3)
+    others = rng.normal(size=(20, 128)) * scale
+    checked = 0
+    for q in np.concatenate([ties, others]).astype(np.float32):
+        walk = index.search(q[None, :], 1, ef_search=200)
+        if walk.ids[0, 0] != index.exact(q[None, :], 1).ids[0, 0]:
+            continue  # the walk missed the best answer: a landmark may rightly outscore it
+        checked += 1
+        assert not cells.outscored(q[None, :], walk.scores[:, 0])[0], (metric, q[:3])
+    assert checked >= 36
+    for mask in (None, rng.random(1500) < 0.5):  # a batch at once, under a filter too
+        q = ties.astype(np.float32)
+        assert not cells.outscored(q, index.exact(q, 1, mask).scores[:, 0], mask).any()
+    # A walk that stopped well short of its neighbourhood is still seen: its best answer
+    # scores like the query's farthest document, and the query's own landmark beats it.
+    q = cells.landmark_vectors[:5]
+    every = q @ x.T if metric == "ip" else -((q[:, None, :] - x[None, :, :]) ** 2).sum(axis=2)
+    assert cells.outscored(q, every.min(axis=1).astype(np.float64)).all()

@@ -193,16 +193,14 @@ def _support(
     n = q.shape[0]
     deep_n = min(n, math.ceil(settings.deep_share * n))
     tail_n = min(n, math.ceil(settings.tail_share * n))
-    best: dict[float, npt.NDArray[np.float64]] = {}
     out = []
     for share, ef, each, hits in observed:
-        if share not in best:
-            best[share] = cells.landmark_best(q, None if share >= 1.0 else draws < share)
         kth = hits.scores[:, -1]
         ranked = np.sort(kth)
         deep_below = float(ranked[deep_n]) if deep_n < n else math.inf
         tail_below = float(ranked[tail_n]) if tail_n < n else math.inf
-        live = ~((kth < deep_below) & (best[share] > hits.scores[:, 0]))
+        mask = None if share >= 1.0 else draws < share
+        live = ~((kth < deep_below) & cells.outscored(q, hits.scores[:, 0], mask))
         strata = (kth >= tail_below, (kth < tail_below) & (kth >= deep_below), kth < deep_below)
         means = [float(each[m & live].mean()) if (m & live).any() else 0.0 for m in strata]
         typical, tail, deep = means
@@ -311,7 +309,7 @@ def calibrate_auto(
     if plain.ef_base is None:
         # The probe and the filtered grid are worth measuring only where pushdown can pay.
         return replace(measured, spread=tuple(plain.spread))
-    cells = coarse_cells(index.vectors, seed=seed, settings=settings)
+    cells = coarse_cells(index.vectors, seed=seed, settings=settings, metric=index.metric)
     cells = replace(cells, probe=probe_width(plain.ef_base, cells))
     filtered, spread, observed = _filtered_grid(index, q, wanted, measured, seed)
     look = _second_look(plain.walks, dict(plain.ndis), plain.ef_base, wanted, settings)

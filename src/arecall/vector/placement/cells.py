@@ -49,6 +49,9 @@ class Cells:
         default=None, repr=False, compare=False
     )
     """The landmarks' vectors, one row per non-empty cell (in ``landmarks`` order)."""
+    metric: str = "ip"
+    """The index's metric, which :meth:`landmark_best` scores the landmarks in: its answers'
+    scores are inner products (``ip``) or ``-||q - d||^2`` (``l2``)."""
 
     @property
     def n_cells(self) -> int:
@@ -255,9 +258,45 @@ class Cells:
         if self.landmark_vectors is None or not self.landmark_vectors.shape[0]:
             return np.full(queries.shape[0], -np.inf)
         scores = queries @ self.landmark_vectors.T
+        if self.metric == "l2":  # the index's score: -||q - l||^2 = 2 q.l - ||q||^2 - ||l||^2
+            scores *= 2.0
+            scores -= np.einsum("ij,ij->i", queries, queries)[:, None]
+            scores -= self._landmark_norms[None, :]
         if mask is not None:
             scores = np.where(mask[self._landmark_ids], scores, -np.inf)
         return np.asarray(scores.max(axis=1), dtype=np.float64)
+
+    def outscored(
+        self,
+        queries: npt.NDArray[np.float32],
+        best: npt.NDArray[np.floating[Any]],
+        mask: npt.NDArray[np.bool_] | None = None,
+    ) -> npt.NDArray[np.bool_]:
+        """Per query, whether an authorized landmark outscores its walk's best answer ``best``
+        by more than rounding: the walk never reached the query's neighbourhood (the audit's
+        *stuck*, and the calibration's).
+
+        A landmark is a document, so where the best answer is that landmark, or a copy of it,
+        the two scores differ only in how BLAS and faiss rounded them: the last bit decided a
+        retry or a scan. Above ``settings.landmark_tie`` of the scores' scale (``||q||·||l||``
+        for ``ip``, ``||q||^2 + ||l||^2`` for ``l2``, the largest landmark's) a landmark
+        outscores the answer.
+
+        Examples
+        --------
+        >>> x = np.array([[1, 0], [0.9, 0.1], [0, 1], [0.1, 0.9]], np.float32)
+        >>> cells = coarse_cells(x, 2, iterations=2)
+        >>> q = np.array([[1, 0], [1, 0]], np.float32)
+        >>> cells.outscored(q, np.array([1.0 - 1e-9, 0.5])).tolist()  # a tie, then a miss
+        [False, True]
+        """
+        landmark = self.landmark_best(queries, mask)
+        if self.landmark_vectors is None or not self.landmark_vectors.shape[0]:
+            return np.zeros(queries.shape[0], dtype=bool)
+        q_norm = np.einsum("ij,ij->i", queries, queries).astype(np.float64)
+        l_norm = float(self._landmark_norms.max())
+        scale = q_norm + l_norm if self.metric == "l2" else np.sqrt(q_norm * l_norm)
+        return np.asarray(landmark > best + self.settings.landmark_tie * scale, dtype=bool)
 
     def nearest(self, queries: npt.NDArray[np.float32]) -> npt.NDArray[np.int64]:
         """Each query's nearest cell (L2 to the centroids; ties: lower id).
@@ -276,6 +315,13 @@ class Cells:
         """The landmarks that exist (one per non-empty cell), in ``landmark_vectors`` order."""
         marks = np.zeros(0, dtype=np.int64) if self.landmarks is None else self.landmarks
         return marks[marks >= 0]
+
+    @cached_property
+    def _landmark_norms(self) -> npt.NDArray[np.float32]:
+        """Each landmark's squared norm."""
+        assert self.landmark_vectors is not None
+        marks = self.landmark_vectors
+        return np.asarray(np.einsum("ij,ij->i", marks, marks))
 
     @cached_property
     def _half_norm(self) -> npt.NDArray[np.float32]:
@@ -304,6 +350,7 @@ def coarse_cells(
     seed: int = 0,
     sample_per_cell: int | None = None,
     settings: PlannerSettings = DEFAULTS,
+    metric: str = "ip",
 ) -> Cells:
     """k-means cells of ``vectors`` (numpy, seeded, so equal inputs give equal cells).
 
@@ -312,7 +359,8 @@ def coarse_cells(
     two groups the filter treats differently; centroids are fitted on a sample of at most
     ``fit_per_cell`` (40) points per cell, then every document is assigned. ``probe``,
     ``iterations`` and ``sample_per_cell`` default to ``settings``' ``probe_max``,
-    ``kmeans_iterations`` and ``verdict_per_cell``.
+    ``kmeans_iterations`` and ``verdict_per_cell``. ``metric``: the index's, which the
+    landmarks are scored in (:meth:`Cells.landmark_best`).
 
     Examples
     --------
@@ -354,6 +402,7 @@ def coarse_cells(
         settings,
         marks,
         np.ascontiguousarray(vectors[marks[marks >= 0]]),
+        metric,
     )
 
 

@@ -109,7 +109,7 @@ def audit(
     if rows.size and planner.cells is not None:
         # A walk that never reached the query's neighbourhood: some authorized document (a
         # landmark, its cell's member nearest the centroid) outscores its best answer.
-        stuck[rows] = planner.cells.landmark_best(q[rows], mask) > hits.scores[rows, 0]
+        stuck[rows] = planner.cells.outscored(q[rows], hits.scores[rows, 0], mask)
     value = np.where(deep, in_deep, np.where(tail, in_tail, typical))
     value[stuck] = 0.0
     shifted = False

@@ -204,6 +204,13 @@ class PlannerSettings:
     bookkeeping a plan does (a measurement device, not a trade).
     ``BENCH`` (the info table's "plan upkeep")."""
 
+    landmark_tie: float = 1e-4
+    """Share of the scores' scale within which a landmark ties a walk's best answer rather
+    than outscoring it (a stuck walk falls short by far more): the worst float32 rounding of
+    a 1,024-dimensional product is ~6e-5 of it, and at 100,000 vectors an ulp between BLAS's
+    and faiss's score of the same document turned a retry into a scan (chosen, not tuned).
+    ``BENCH --corpora clustered-anti --selectivities 1 --set landmark_tie=0``."""
+
     # -- the plan -------------------------------------------------------------------------------
     sample_min: int = 16
     """Queries whose lists check a filter independent of the cells against the queries:
