@@ -369,3 +369,18 @@ def test_no_landmark_outscores_the_exact_best_answer_in_the_index_metric(metric,
     q = cells.landmark_vectors[:5]
     every = q @ x.T if metric == "ip" else -((q[:, None, :] - x[None, :, :]) ** 2).sum(axis=2)
     assert cells.outscored(q, every.min(axis=1).astype(np.float64)).all()
+
+
+def test_a_plain_search_on_an_l2_index_reads_no_stuck_walk_where_its_ip_twin_reads_none():
+    # On an l2 index every deep answer of a plain search read as stuck (1 of 200 queries here,
+    # scanned): the calibration scores the landmarks in the index's metric now.
+    corpus = adversarial_corpus("lowrank-uniform", 5000, 32, 200, 3)
+    plans = {}
+    for metric in ("ip", "l2"):
+        index = build_index(corpus.data.vectors, metric=metric)
+        cal = corpus.data.calibration_queries(400)
+        planner = calibrate_auto(index, 10, queries=cal, graph_cost=1.0)
+        assert planner.cells is not None and planner.cells.metric == metric
+        _, plans[metric] = auto(index, corpus.data.queries, 10, np.ones(5000, bool), planner)
+    assert plans["ip"].n_stuck == 0
+    assert plans["l2"].n_stuck == 0, str(plans["l2"])
