@@ -290,9 +290,9 @@ class Cells:
         >>> cells.outscored(q, np.array([1.0 - 1e-9, 0.5])).tolist()  # a tie, then a miss
         [False, True]
         """
-        landmark = self.landmark_best(queries, mask)
         if self.landmark_vectors is None or not self.landmark_vectors.shape[0]:
-            return np.zeros(queries.shape[0], dtype=bool)
+            return np.zeros(queries.shape[0], dtype=bool)  # no landmark outscores anything
+        landmark = self.landmark_best(queries, mask)
         q_norm = np.einsum("ij,ij->i", queries, queries).astype(np.float64)
         l_norm = float(self._landmark_norms.max())
         scale = q_norm + l_norm if self.metric == "l2" else np.sqrt(q_norm * l_norm)
