@@ -176,10 +176,9 @@ def test_a_plain_search_looks_again_at_exactly_the_queries_whose_kth_hit_lies_fa
     assert f"ef={lo}..{hi}" in str(plan) and f"{far.size} escalated" in str(plan)
     # Dearer than one plain search (all of the calibration's queries looked at again): plain.
     calls.clear()
-    auto(
-        index, q, K, corpus.mask(1.0), replace(planner, second_look=(lo, threshold, hi, 1.0, 1, 1))
-    )
-    assert calls == [(q.shape[0], hi)]
+    everyone = replace(planner, second_look=(lo, threshold, hi, 1.0, 1, 1))
+    auto(index, q, K, corpus.mask(1.0), everyone)
+    assert calls == [(q.shape[0], everyone.ef_direct(1.0, q.shape[0]))]
 
 
 _EFS = [10, 16, 20, 23, 27, 32, 39, 46, 54, 64, 77, 91, 108, 128]

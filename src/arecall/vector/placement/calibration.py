@@ -139,9 +139,12 @@ def _filtered_grid(
     (:data:`Observed`) of pushdown under uniform filters of shares 2^(-j/2), each up the ladder
     to the goal or a scan's cost; the filter of a share is ``draws < share`` (:func:`_draws`).
 
+    The goal here is ``wanted`` plus the calibration's own error at the confidence (``z`` of
+    σ/√n, σ the largest spread of the rungs from the one below ``so_far.goal`` on), so that
+    every aim (`~arecall.vector.placement.curves.RecallCurves.aim`) is a calibrated point.
     Shares √2 apart, so interpolating between two (``filtered_recall``) is close. A smaller
     share never needs a smaller efSearch, so each share's ladder starts two steps below where
-    the previous share reached the goal."""
+    the previous share reached ``wanted``."""
     k, n, settings = so_far.k, index.n_docs, so_far.settings
     assert so_far.ef_base is not None
     draws = _draws(n, seed)
@@ -156,19 +159,26 @@ def _filtered_grid(
         if so_far.graph_cost * so_far.distances(so_far.ef_base) >= n_allowed:
             break  # below this share the scan is always cheaper: nothing to plan
         exact = index.exact(q, k, mask)
+        widest, below, reached = 0.0, 0.0, None
         for i in range(start, len(efs)):
             ef = efs[i]
             hits = index.search_filtered(q, k, mask, ef_search=ef)
             each = tie_aware_recall(hits, exact, index.vectors, q)
-            r = float(np.mean(each))
+            r, sd = float(np.mean(each)), _sd(each)
             observed.append((share, ef, each, hits))
             filtered.append((share, ef, r))
-            spread.append((share, ef, _sd(each)))
-            if r >= wanted:
-                start = max(0, i - 2)
+            spread.append((share, ef, sd))
+            if r >= so_far.goal:
+                widest = max(widest, below, sd)
+            below = sd
+            if reached is None and r >= wanted:
+                reached = i
+            if r >= min(1.0, wanted + so_far.z * widest / math.sqrt(q.shape[0])):
                 break
             if so_far.graph_cost * so_far.distances(ef) >= n_allowed:
                 break
+        if reached is not None:
+            start = max(0, reached - 2)
         j += 1
     return filtered, spread, observed
 
@@ -312,7 +322,7 @@ def calibrate_auto(
     cells = coarse_cells(index.vectors, seed=seed, settings=settings, metric=index.metric)
     cells = replace(cells, probe=probe_width(plain.ef_base, cells))
     filtered, spread, observed = _filtered_grid(index, q, wanted, measured, seed)
-    look = _second_look(plain.walks, dict(plain.ndis), plain.ef_base, wanted, settings)
+    look = _second_look(plain.walks, dict(plain.ndis), plain.ef_base, wanted, settings, measured.z)
     points = plain.observed + observed
     return replace(
         measured,
@@ -330,6 +340,7 @@ def _second_look(
     ef_base: int,
     wanted: float,
     settings: PlannerSettings = DEFAULTS,
+    z: float = 0.0,
 ) -> tuple[int, float, int, float, float, float] | None:
     """The cheapest plain search with a second look that the calibration certifies, if it is
     cheaper than one plain search at ``ef_base`` (``None`` otherwise).
@@ -344,7 +355,8 @@ def _second_look(
     below the threshold and is searched again (1,000 clustered queries from all clusters: plain
     efSearch 64, calibrated at 0.973, returned 0.941 on 200 scored ones; a first walk at 46
     and a second look at 182 returned 0.969). ``walks``: per calibrated efSearch, each query's
-    recall and k-th score; ``ndis``: distances per query at each efSearch.
+    recall and k-th score; ``ndis``: distances per query at each efSearch; ``z``: standard
+    errors of the calibration's mean kept below it (0: the mean as measured).
 
     Examples
     --------
@@ -355,6 +367,7 @@ def _second_look(
     """
     efs = sorted(walks)
     best: tuple[float, tuple[int, float, int, float, float, float]] | None = None
+    n = next(iter(walks.values()))[0].shape[0] if walks else 1
     for lo in (e for e in efs if e < ef_base):
         hi = next((e for e in efs if e >= settings.second_look_factor * lo), None)
         if hi is None:
@@ -364,9 +377,16 @@ def _second_look(
             threshold = float(np.quantile(score, share))
             far = score < threshold
             flagged = float(far.mean())
-            recall = float(np.mean(np.where(far, again, kept)))
+            each = np.where(far, again, kept)
+            recall = float(np.mean(each))
             cost = ndis[lo] + flagged * ndis[hi]
-            if recall >= wanted and cost < ndis[ef_base] and (best is None or cost < best[0]):
+            # Certified as a plain search at the highest aim is: its calibrated recall less
+            # the calibration's own error (z of its spread over √n) reaches ``wanted``.
+            if (
+                recall - z * _sd(each) / math.sqrt(n) >= wanted
+                and cost < ndis[ef_base]
+                and (best is None or cost < best[0])
+            ):
                 r_near = float(kept[~far].mean()) if flagged < 1.0 else 1.0
                 r_far = float(again[far].mean()) if flagged > 0.0 else 1.0
                 best = (cost, (lo, threshold, hi, flagged, r_near, r_far))

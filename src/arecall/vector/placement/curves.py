@@ -5,7 +5,7 @@ scan at efSearch values on a ladder, unfiltered and under uniform filters of sha
 1/sqrt(2)·1/2, 1/4, ...; :class:`RecallCurves` reads those points as curves — linear in log
 efSearch, and between two calibrated shares linear in log share — and turns them into the
 efSearch a batch needs: :meth:`RecallCurves.aim` keeps ``target_recall`` plus ``z`` standard
-errors of a batch's mean against the calibration's (``z`` from ``confidence``), and
+errors of a batch's mean and ``z`` of the calibration's own (``z`` from ``confidence``), and
 :meth:`RecallCurves.ef_direct` is where the curve crosses that aim. These curves describe the
 calibration queries; whether a batch is like them is the certificate's question
 (`arecall.vector.placement.certification`).
@@ -229,9 +229,9 @@ class RecallCurves(Remembering):
             floor = next((float(e) for e, r in self.recall if r >= wanted - 1e-12), base)
             floor = min(floor, base)
         grid = sorted({float(e) for e, _ in self.recall} | {float(e) for _, e, _ in self.filtered})
-        # Below a lowered floor, its rung below stays on the grid, unreached: the crossing
-        # starts there.
-        under = [e for e in grid if e < floor][-1:] if lowered else []
+        # Below a lowered floor, and below ef_base for a goal above the whole margin, the rung
+        # below stays on the grid, unreached: the crossing starts there.
+        under = [e for e in grid if e < floor][-1:] if abs(wanted - whole) > 1e-12 else []
         grid = under + [e for e in grid if e >= floor] or [floor]
         efs = np.broadcast_to(np.array(grid), (*shares.shape, len(grid)))
         values = self.filtered_recall(efs, shares[..., None])
@@ -249,6 +249,12 @@ class RecallCurves(Remembering):
             # keep the crossing only where the certified curve confirms it.
             sure = self.filtered_recall(cross, shares) >= wanted - 1e-9
             first = np.where((at > 0) & sure, cross, first)
+        if wanted > whole + 1e-12:
+            # Above the whole margin (the calibration's own error kept too), an aim no curve
+            # reaches gets the deepest efSearch calibrated (where the ladders stopped, a walk
+            # cost a scan), or the size-only rule's, whichever is deeper.
+            deepest = np.maximum(grid[-1], np.where(shares >= 1.0, base, base / shares))
+            return np.asarray(np.where(reached.any(axis=-1), first, deepest), dtype=np.float64)
         out = np.where(reached.any(axis=-1), first, base / shares)
         # No filter needs more than ef_base; at the whole margin the grid starts there, so
         # share 1 gets ef_base itself.
@@ -302,17 +308,22 @@ class RecallCurves(Remembering):
 
     def aim(self, share: float, n_queries: int | None = None) -> float:
         """The calibrated recall a direct pushdown under a uniform filter of ``share`` aims at
-        for a batch of ``n_queries``: ``target_recall`` plus the margin the calibration's own
-        spread asks for, within [``margin``/2, ``margin``].
+        for a batch of ``n_queries``: ``target_recall`` plus the batch's own noise (within
+        [``margin``/2, ``margin``]), plus how far the calibration's mean may sit above the
+        true one.
 
-        A batch's mean recall differs from the calibration's by the noise of both samples:
-        with per-query standard deviation σ (``recall_spread``, read where the curve crosses
-        the goal), by σ·√(1/n_calibration + 1/n_queries); ``z`` of those are kept (2.58 at the
-        default confidence, 0.995). On 100,000 low-rank vectors σ is about 0.07: the margin
-        comes out 0.015 for 200 queries, and a uniform 50% filter is pushed down at efSearch 32
-        instead of 34 (100 queries keep nearly all of it). On the clustered corpus σ is
-        0.16–0.25, and the whole margin (0.02, the gap once measured there between held-out and
-        scored queries) stays. Without a batch size or a measured spread: the whole margin.
+        With per-query standard deviation σ (``recall_spread``, read where the curve crosses
+        the goal), two errors stand between a calibrated mean and a batch's: the batch's mean
+        strays from the true mean by σ/√n_queries, and the calibration's from it by
+        σ/√n_calibration. ``z`` of each is kept (2.58 at the default confidence, 0.995), the
+        two added rather than pooled, so that the promise holds per calibration: unless the
+        calibration is among the unluckiest 0.5%, every batch it plans keeps the target at
+        the confidence. Pooled, it held only over calibrations: at a million low-rank vectors
+        one calibration came out 0.007 above the true mean under a 50% filter, and 2 of 80
+        fresh batches of 100 fell below 0.95. The batch's part keeps half the margin at least
+        and the whole margin at most (a small batch relies on it); on 100,000 low-rank vectors
+        σ is about 0.07, so 200 queries aim at 0.963 + 0.009. On the clustered corpus σ is
+        0.16-0.25. Without a batch size or a measured spread: the whole margin.
 
         Examples
         --------
@@ -321,10 +332,10 @@ class RecallCurves(Remembering):
         ...                 filtered=((0.5, 16, 0.9), (0.5, 32, 0.98)),
         ...                 spread=((1.0, 16, 0.05), (0.5, 16, 0.06), (0.5, 32, 0.06)),
         ...                 n_calibration=400)
-        >>> p.aim(0.5), round(p.aim(0.5, 200), 3), p.aim(0.5, 1)
-        (0.97, 0.963, 0.97)
+        >>> p.aim(0.5), round(p.aim(0.5, 200), 4), round(p.aim(0.5, 1), 4)
+        (0.97, 0.9687, 0.9777)
         >>> p.ef_direct(0.5), p.ef_direct(0.5, 200)
-        (30, 28)
+        (30, 30)
         """
         whole = min(1.0, self.target_recall + self.margin)
         if n_queries is None or self.n_calibration <= 0 or not self.spread:
@@ -334,15 +345,17 @@ class RecallCurves(Remembering):
         if float(self.filtered_recall(np.array([at]), share)[0]) < goal - 1e-9:
             return whole  # never reached at this share: no spread measured where it matters
         sd = float(self.recall_spread(np.array([at]), share)[0])
-        noise = sd * math.sqrt(1.0 / self.n_calibration + 1.0 / max(1, n_queries))
-        return float(min(whole, max(goal, self.target_recall + self.z * noise)))
+        batch = self.target_recall + self.z * sd / math.sqrt(max(1, n_queries))
+        calibration = self.z * sd / math.sqrt(self.n_calibration)
+        return float(min(1.0, min(whole, max(goal, batch)) + calibration))
 
     def ef_direct(self, share: float, n_queries: int | None = None) -> int:
         """The efSearch of a direct pushdown under a uniform filter of ``share`` for a batch of
         ``n_queries``: where the interpolated calibration curve crosses :meth:`aim`
         (``ef_needed(between=True)``), rounded up, within [k, n], and never below where the
-        unfiltered curve crosses the same aim — share 1's own efSearch, the plain search of a
-        batch with no filter: ``ef_base`` is that crossing at the whole margin only.
+        unfiltered curve crosses the same aim, nor below share 1's own efSearch (the plain
+        search of a batch with no filter, at share 1's aim): ``ef_base`` is that crossing at
+        the whole margin only.
 
         The aim keeps half the margin at least, and the whole margin where the per-query
         recall is spread wide or the batch is small: on the clustered corpus the scored
@@ -364,6 +377,8 @@ class RecallCurves(Remembering):
             wanted = self.aim(share, n_queries)
             cross, plain = self.ef_needed(np.array([share, 1.0]), between=True, wanted=wanted)
             lowest = math.ceil(float(plain) - 1e-9)  # no filter needs less than no filter
+            if share < 1.0:  # ... at its own aim either (a share never reached aims lower)
+                lowest = max(lowest, self.ef_direct(1.0, n_queries))
             return int(np.clip(max(math.ceil(float(cross) - 1e-9), lowest), self.k, self.n_docs))
 
         return int(self._remember(("direct", float(share), n_queries), compute))
