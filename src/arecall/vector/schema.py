@@ -92,8 +92,10 @@ class ExactIndexConfig:
     confidence : float
         How sure ``auto`` must be, per batch, that the batch's mean recall@k is at least
         ``target_recall``, in [0.5, 1): the certificate keeps the matching one-sided normal
-        quantile of standard errors (2.58 at 0.995) above the target, and answers exactly what
-        it cannot certify. Lower is faster and promises less.
+        quantile (2.58 at 0.995) of the batch's standard error and of the calibration's own
+        above the target, so the promise holds for the calibration at hand unless that
+        calibration is among the unluckiest 1 - ``confidence``, and answers exactly what it
+        cannot certify. Lower is faster and promises less.
     store : str
         The vector store that holds the index, a name in ``arecall.vector.stores.STORES``
         (``faiss`` is the reference; not in the YAML files, which rely on this default); every

@@ -115,7 +115,9 @@ class AutoPlanner(RecallCurves, CostModel):
     by hand)."""
     confidence: float = IndexConfig.confidence
     """The per-batch confidence of the promise (``index.confidence``): a batch's mean recall
-    stays at or above ``target_recall`` with this probability (the aim keeps ``z`` standard
-    errors, :meth:`~arecall.vector.placement.curves.RecallCurves.aim`)."""
+    stays at or above ``target_recall`` with this probability, for the calibration at hand
+    unless it is among the unluckiest ``1 - confidence`` (the aim keeps ``z`` standard errors
+    of the batch and ``z`` of the calibration,
+    :meth:`~arecall.vector.placement.curves.RecallCurves.aim`)."""
     settings: PlannerSettings = field(default=DEFAULTS, repr=False, compare=False)
     """The planner's tuned numbers (`arecall.vector.placement.settings`)."""
