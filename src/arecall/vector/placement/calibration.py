@@ -159,7 +159,7 @@ def _filtered_grid(
         if so_far.graph_cost * so_far.distances(so_far.ef_base) >= n_allowed:
             break  # below this share the scan is always cheaper: nothing to plan
         exact = index.exact(q, k, mask)
-        widest, below, reached = 0.0, 0.0, None
+        widest, previous_sd, reached = 0.0, 0.0, None
         for i in range(start, len(efs)):
             ef = efs[i]
             hits = index.search_filtered(q, k, mask, ef_search=ef)
@@ -169,8 +169,8 @@ def _filtered_grid(
             filtered.append((share, ef, r))
             spread.append((share, ef, sd))
             if r >= so_far.goal:
-                widest = max(widest, below, sd)
-            below = sd
+                widest = max(widest, previous_sd, sd)
+            previous_sd = sd
             if reached is None and r >= wanted:
                 reached = i
             if r >= min(1.0, wanted + so_far.z * widest / math.sqrt(q.shape[0])):

@@ -323,7 +323,8 @@ class RecallCurves(Remembering):
         fresh batches of 100 fell below 0.95. The batch's part keeps half the margin at least
         and the whole margin at most (a small batch relies on it); on 100,000 low-rank vectors
         σ is about 0.07, so 200 queries aim at 0.963 + 0.009. On the clustered corpus σ is
-        0.16-0.25. Without a batch size or a measured spread: the whole margin.
+        0.16-0.25, and the calibration's part 0.02-0.03. Without a batch size or a measured
+        spread: the whole margin.
 
         Examples
         --------

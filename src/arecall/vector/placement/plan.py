@@ -108,9 +108,10 @@ def unfiltered(
     (:func:`_settled`).
 
     At 100,000 low-rank vectors and 200 queries the aim is 0.963 for the batch and 0.008 more
-    for the calibration's own error, crossed at ``ef_base``, 27 (1.19x the cheapest fixed
-    efSearch that kept 0.95 on every fresh batch). Aimed at the two errors pooled (0.965),
-    efSearch 24 ran 1.12-1.14x, and held over calibrations but not for each one."""
+    for the calibration's own error, crossed at efSearch 26 (a plain search there: 1.21x the
+    cheapest fixed efSearch that kept 0.95 on every fresh batch). Aimed at the two errors
+    pooled (0.965), efSearch 24 ran 1.12-1.14x, and held over calibrations but not for each
+    one."""
     assert planner.ef_base is not None
     n_q = q.shape[0]
     ef = ef_min = planner.ef_direct(1.0, n_q)
