@@ -204,7 +204,11 @@ def test_second_look_is_the_cheapest_certified_one_and_beats_the_plain_search(da
     )
     ef_base = data.draw(st.sampled_from(efs))
     wanted = data.draw(st.floats(0.3, 1.0))
-    got = _second_look(walks, ndis, ef_base, wanted)
+    # z > 0: the look is certified only where its recall less the calibration's own error
+    # (z of its per-query spread over the square root of the calibration's size) reaches
+    # ``wanted``, as a plain search at the highest aim is.
+    z = data.draw(st.sampled_from([0.0, 2.5758]))
+    got = _second_look(walks, ndis, ef_base, wanted, z=z)
     # Every (first efSearch, share) the calibration may choose, priced from scratch.
     best = None
     for lo in (e for e in efs if e < ef_base):
@@ -214,9 +218,10 @@ def test_second_look_is_the_cheapest_certified_one_and_beats_the_plain_search(da
         for share in (0.05, 0.1):
             score = walks[lo][1]
             far = score < np.quantile(score, share)
-            recall_ = np.where(far, walks[his[0]][0], walks[lo][0]).mean()
+            each = np.where(far, walks[his[0]][0], walks[lo][0])
+            sure = each.mean() - z * (each.std(ddof=1) if n_q > 1 else 0.0) / math.sqrt(n_q)
             cost = ndis[lo] + far.mean() * ndis[his[0]]
-            if recall_ >= wanted and cost < ndis[ef_base] and (best is None or cost < best):
+            if sure >= wanted and cost < ndis[ef_base] and (best is None or cost < best):
                 best = cost
     if best is None:
         assert got is None
@@ -230,6 +235,20 @@ def test_second_look_is_the_cheapest_certified_one_and_beats_the_plain_search(da
     assert r_near * (1 - flagged) + r_far * flagged == pytest.approx(
         np.where(far, walks[hi][0], walks[lo][0]).mean()
     )
+
+
+def test_a_second_look_is_certified_less_the_calibrations_own_error() -> None:
+    # Four calibration queries; looking again at the farthest one (k-th score 0.1) lifts the
+    # mean recall to 0.875, above 0.8 — but with a spread of 0.25 over √4 queries, 2.58 of the
+    # calibration's standard errors take it to 0.55: not certified, so no second look.
+    walks = {
+        10: (np.array([1.0, 1.0, 0.5, 0.0]), np.array([0.9, 0.8, 0.7, 0.1])),
+        40: (np.array([1.0, 1.0, 0.5, 1.0]), np.array([0.9, 0.8, 0.7, 0.6])),
+    }
+    ndis = {10: 100.0, 40: 300.0}
+    assert _second_look(walks, ndis, 40, 0.8) == (10, 0.19, 40, 0.25, pytest.approx(5 / 6), 1.0)
+    assert _second_look(walks, ndis, 40, 0.8, z=2.5758) is None
+    assert _second_look(walks, ndis, 40, 0.5, z=2.5758) is not None  # 0.875 - 0.32 >= 0.5
 
 
 @pytest.mark.long
