@@ -1029,3 +1029,25 @@ def test_graph_costs_are_measured_for_any_k_each_at_an_efsearch_of_at_least_k() 
     assert measured.graph_costs and all(ef >= 100 for ef, _ in measured.graph_costs)
     assert all(ef >= 100 for ef, _ in measured.list_costs)
     assert all(c > 0 for _, c in measured.graph_costs)
+
+
+def test_a_batch_with_no_filter_is_scanned_where_its_aim_is_crossed_only_at_a_scans_price(
+    tight_lowrank,
+) -> None:
+    # Keeping the calibration's own error can lift the aim to where the unfiltered curve
+    # crosses it only at a walk that costs the scan (100,000 clustered vectors: one
+    # calibration's aim, 0.990, crossed at efSearch 1,294; the plain search ran 3.2x the scan).
+    # A calibration of one query errs widely enough to ask for the deepest rung here, and
+    # graph distances priced a quarter dearer put that rung's walk above the scan.
+    corpus, index, planner = tight_lowrank
+    q = corpus.data.queries
+    wide = replace(planner, n_calibration=1, second_look=None, graph_cost=1.25 * planner.graph_cost)
+    assert wide.scan_below < index.n_docs  # a walk at ef_base still beats the scan
+    ef = wide.ef_direct(1.0, q.shape[0])
+    assert wide.walk_cost(ef) >= wide.scan_share(index.n_docs, q.shape[0])  # as set up
+    hits, plan = auto(index, q, 10, np.ones(index.n_docs, dtype=bool), wide)
+    assert plan.method == "exact" and str(plan) == "scan (local s=1.00: no graph plan cheaper)"
+    np.testing.assert_array_equal(hits.ids, index.exact(q, 10).ids)
+    # The calibration as measured walks.
+    _, plan = auto(index, q, 10, np.ones(index.n_docs, dtype=bool), planner)
+    assert plan.method == "pushdown", str(plan)
