@@ -25,6 +25,7 @@ puts on one batch (the measured count is too small to show a rate of 0.5%).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections import Counter
@@ -63,7 +64,7 @@ def _cell(
         hits, plan = auto(index, workload[rows], args.k, mask, planner)
         truth = Hits(oracle.ids[rows], oracle.scores[rows])
         means.append(float(np.mean(_recalls(hits, truth, index, workload[rows]))))
-        certified.append(float(plan.predicted_recall or 0.0))
+        certified.append(1.0 if plan.predicted_recall is None else plan.predicted_recall)
         plans[str(plan).split(" (")[0]] += 1
     m = np.array(means)
     sd = float(np.std(m, ddof=1)) if m.size > 1 else 0.0
@@ -114,7 +115,9 @@ def run(args: argparse.Namespace, log: Callable[[str], None]) -> list[str]:
                 lines.append(
                     f"| {name} | {i + 1} | {share:.0%} | {c['plans']} | {c['certified']:.3f} | "
                     f"{c['mean']:.4f} | {c['sd']:.4f} | {c['lowest']:.3f} | "
-                    f"{c['below']} of {c['batches']} | {c['modelled']:.2%} |"
+                    f"{c['below']} of {c['batches']} | "
+                    + ("n/a" if math.isnan(c["modelled"]) else f"{c['modelled']:.2%}")
+                    + " |"
                 )
                 log(lines[-1])
                 if c["modelled"] > worst[0]:
