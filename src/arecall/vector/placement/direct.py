@@ -267,19 +267,12 @@ def scan_all(
     """
     n_q, scan_cost = batch.n_q, batch.scan_cost
     hits = batch.scan()
-    plan = Plan(
-        method="exact",
-        ef_search=None,
-        n_allowed=batch.n_allowed,
-        cost_exact=scan_cost,
-        cost_pushdown=None,
-        n_fallback=0,
-        n_queries=n_q,
-        ef_min=None,
-        n_escalated=0,
-        local_selectivity=float(np.full(n_q, batch.share).mean()),
-        predicted_recall=1.0,
-        cost_auto=float(np.full(n_q, n_q * scan_cost / n_q).mean()) + spent / n_q,
+    plan = Plan.scanned(
+        batch.n_allowed,
+        n_q,
+        scan_cost,
+        float(np.full(n_q, batch.share).mean()),
+        float(np.full(n_q, n_q * scan_cost / n_q).mean()) + spent / n_q,
         shifted=shifted,
         concentrated=concentrated,
     )

@@ -69,6 +69,43 @@ class Plan:
     their best answer), certified at the calibration's stuck-walk recall until searched again
     or scanned."""
 
+    @classmethod
+    def scanned(
+        cls,
+        n_allowed: int,
+        n_queries: int,
+        scan_cost: float,
+        local_selectivity: float,
+        cost_auto: float,
+        *,
+        shifted: tuple[int, int] | None = None,
+        concentrated: tuple[float, float, int] | None = None,
+    ) -> Plan:
+        """The plan of a batch every query of which was scanned (certified recall 1), where no
+        graph plan was cheaper or the evidence (``shifted``, ``concentrated``) said so.
+
+        Examples
+        --------
+        >>> str(Plan.scanned(1000, 2, 1000.0, 1.0, 1000.0))
+        'scan (local s=1.00: no graph plan cheaper)'
+        """
+        return cls(
+            method="exact",
+            ef_search=None,
+            n_allowed=n_allowed,
+            cost_exact=scan_cost,
+            cost_pushdown=None,
+            n_fallback=0,
+            n_queries=n_queries,
+            ef_min=None,
+            n_escalated=0,
+            local_selectivity=local_selectivity,
+            predicted_recall=1.0,
+            cost_auto=cost_auto,
+            shifted=shifted,
+            concentrated=concentrated,
+        )
+
     def __str__(self) -> str:
         if self.method == "exact" and self.concentrated is not None:
             cells, bound, checked = self.concentrated

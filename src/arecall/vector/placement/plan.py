@@ -192,21 +192,7 @@ def _dearer_than_the_scan(
     scan_cost = planner.scan_share(index.n_docs, n_q)
     if cost < scan_cost:
         return None
-    plan = Plan(
-        method="exact",
-        ef_search=None,
-        n_allowed=index.n_docs,
-        cost_exact=scan_cost,
-        cost_pushdown=None,
-        n_fallback=0,
-        n_queries=n_q,
-        ef_min=None,
-        n_escalated=0,
-        local_selectivity=1.0,
-        predicted_recall=1.0,
-        cost_auto=scan_cost,
-    )
-    return index.exact(q, k), plan
+    return index.exact(q, k), Plan.scanned(index.n_docs, n_q, scan_cost, 1.0, scan_cost)
 
 
 def _concentrated_first(
