@@ -81,9 +81,9 @@ Observed = tuple[float, int, npt.NDArray[np.float64], Hits]
 @dataclass
 class _Unfiltered:
     """What the unfiltered ladder measured: per efSearch the distances per query, the mean
-    recall, its spread (share 1.0), and each query's recall and k-th score (the second look's
-    evidence) and hits (the certificate's support); ``ef_base``: the first efSearch reaching
-    the goal."""
+    recall, its spread as measured (share 1.0: the planner's where no pushdown pays), and
+    each query's recall and k-th score (the second look's evidence) and hits (the
+    certificate's support); ``ef_base``: the first efSearch reaching the goal."""
 
     ndis: list[tuple[int, float]]
     recall: list[tuple[int, float]]
@@ -134,14 +134,15 @@ def _filtered_grid(
     wanted: float,
     so_far: AutoPlanner,
     seed: int,
-) -> tuple[list[tuple[float, int, float]], list[tuple[float, int, float]], list[Observed]]:
-    """(share, efSearch, recall), (share, efSearch, spread) and what each query got
-    (:data:`Observed`) of pushdown under uniform filters of shares 2^(-j/2), each up the ladder
-    to the goal or a scan's cost; the filter of a share is ``draws < share`` (:func:`_draws`).
+) -> tuple[list[tuple[float, int, float]], list[Observed]]:
+    """(share, efSearch, recall) and what each query got (:data:`Observed`) of pushdown under
+    uniform filters of shares 2^(-j/2), each up the ladder to the goal or a scan's cost; the
+    filter of a share is ``draws < share`` (:func:`_draws`).
 
     The goal here is ``wanted`` plus the calibration's own error at the confidence (``z`` of
-    σ/√n, σ the largest spread of the rungs from the one below ``so_far.goal`` on), so that
-    every aim (`~arecall.vector.placement.curves.RecallCurves.aim`) is a calibrated point.
+    σ/√n, σ the largest spread of the rungs from the one below ``so_far.goal`` on, stuck walks
+    counted as they came: no narrower than the spread the aim keeps), so that every aim
+    (`~arecall.vector.placement.curves.RecallCurves.aim`) is a calibrated point.
     Shares √2 apart, so interpolating between two (``filtered_recall``) is close. A smaller
     share never needs a smaller efSearch, so each share's ladder starts two steps below where
     the previous share reached ``wanted``."""
@@ -150,7 +151,6 @@ def _filtered_grid(
     draws = _draws(n, seed)
     efs = ladder(k, n, settings.ladder_start, settings.ladder_steps)
     filtered: list[tuple[float, int, float]] = []
-    spread: list[tuple[float, int, float]] = []
     observed: list[Observed] = []
     start, j = 0, 1
     while (share := 2 ** (-j / settings.share_steps)) * n >= settings.share_min_docs * k:
@@ -167,7 +167,6 @@ def _filtered_grid(
             r, sd = float(np.mean(each)), _sd(each)
             observed.append((share, ef, each, hits))
             filtered.append((share, ef, r))
-            spread.append((share, ef, sd))
             if r >= so_far.goal:
                 widest = max(widest, previous_sd, sd)
             previous_sd = sd
@@ -180,37 +179,101 @@ def _filtered_grid(
         if reached is not None:
             start = max(0, reached - 2)
         j += 1
-    return filtered, spread, observed
+    return filtered, observed
 
 
-def _support(
+def _stuck(
+    point: Observed,
+    cells: Cells,
+    q: npt.NDArray[np.float32],
+    draws: npt.NDArray[np.float64],
+    settings: PlannerSettings,
+) -> tuple[float, npt.NDArray[np.bool_]]:
+    """At one calibration point: the deep threshold (exactly ``ceil(deep_share × n)``
+    calibration queries score their k-th hit below it) and which walks were stuck there — a
+    deep answer whose best document an authorized landmark outscores, as the audit reads a
+    batch's (`arecall.vector.placement.certification.audit`)."""
+    share, _, _, hits = point
+    n = q.shape[0]
+    deep_n = min(n, math.ceil(settings.deep_share * n))
+    kth = hits.scores[:, -1]
+    deep_below = float(np.sort(kth)[deep_n]) if deep_n < n else math.inf
+    mask = None if share >= 1.0 else draws < share
+    stuck = np.zeros(n, dtype=bool)
+    deep = np.flatnonzero(kth < deep_below)
+    if deep.size:
+        stuck[deep] = cells.outscored(q[deep], hits.scores[deep, 0], mask)
+    return deep_below, stuck
+
+
+def _delivered(
     observed: list[Observed],
     cells: Cells,
     q: npt.NDArray[np.float32],
     draws: npt.NDArray[np.float64],
+    settings: PlannerSettings,
+) -> tuple[list[tuple[float, npt.NDArray[np.bool_]]], list[npt.NDArray[np.float64]]]:
+    """Each calibration point's deep threshold and stuck walks (:func:`_stuck`), and each
+    calibration query's recall there as the plans deliver it: a walk the audit reads as
+    stuck is searched again at the rung of at least ``escalate_factor`` times its efSearch
+    and, stuck again there, scanned
+    (`arecall.vector.placement.settle.settle`). Where the calibration measured no such rung
+    at that share, the stuck walk counts as it came back (the plan does better: no credit).
+
+    The aim keeps ``z`` of this recall's spread twice
+    (`~arecall.vector.placement.curves.RecallCurves.aim`), and stuck walks are what widened
+    it: at 100,000 clustered vectors with no filter and efSearch 108, 3 of 400 calibration
+    queries stuck at 0 of 10 made the spread of their recall 0.092, where the recall
+    delivered spreads 0.034; the aim came out 0.990, crossed only at a scan's price."""
+    found = [_stuck(point, cells, q, draws, settings) for point in observed]
+    stuck = [flags for _, flags in found]
+    at = {(share, ef): i for i, (share, ef, _, _) in enumerate(observed)}
+    escalate = settings.escalate_factor
+    out = []
+    for (share, ef, each, _), flags in zip(observed, stuck, strict=True):
+        again = min((e for g, e in at if g == share and e >= escalate * ef), default=None)
+        if again is None or not flags.any():
+            out.append(each)
+            continue
+        j = at[share, again]
+        out.append(np.where(flags, np.where(stuck[j], 1.0, observed[j][2]), each))
+    return found, out
+
+
+def _delivered_walks(
+    plain: _Unfiltered, delivered: list[npt.NDArray[np.float64]]
+) -> dict[int, tuple[npt.NDArray[np.float64], npt.NDArray[np.float32]]]:
+    """The second look's evidence (:func:`_second_look`): per efSearch of the unfiltered
+    ladder, each query's recall as a plain search delivers it (``delivered``, the ladder's
+    points in its order: :func:`_delivered`) and its k-th score."""
+    return {
+        ef: (recall, kth)
+        for (ef, (_, kth)), recall in zip(plain.walks.items(), delivered, strict=True)
+    }
+
+
+def _support(
+    observed: list[Observed],
+    stuck: list[tuple[float, npt.NDArray[np.bool_]]],
     settings: PlannerSettings,
 ) -> tuple[tuple[float, int, float, float, float, float, float], ...]:
     """Per calibration point, what the certificate reads a batch's answers by
     (`arecall.vector.placement.curves.Stratum`): (share, efSearch, the deep and tail
     thresholds, below which exactly ``ceil(deep_share × n)`` and ``ceil(tail_share × n)``
     calibration queries are, and the mean recall of the typical, tail and deep queries that
-    were not stuck (a deep answer whose best document an authorized landmark outscores: a walk
-    that never reached its query's neighbourhood is not certified at all).
+    were not stuck (:func:`_stuck`: a walk that never reached its query's neighbourhood is
+    not certified at all).
 
     Post-stratified by what the batch's own answers show, the calibration certifies a batch
     whose queries are harder or easier than its own at their own rates; a stratum the
     calibration saw none of certifies nothing (recall 0)."""
-    n = q.shape[0]
-    deep_n = min(n, math.ceil(settings.deep_share * n))
-    tail_n = min(n, math.ceil(settings.tail_share * n))
     out = []
-    for share, ef, each, hits in observed:
+    for (share, ef, each, hits), (deep_below, flags) in zip(observed, stuck, strict=True):
+        n = each.shape[0]
+        tail_n = min(n, math.ceil(settings.tail_share * n))
         kth = hits.scores[:, -1]
-        ranked = np.sort(kth)
-        deep_below = float(ranked[deep_n]) if deep_n < n else math.inf
-        tail_below = float(ranked[tail_n]) if tail_n < n else math.inf
-        mask = None if share >= 1.0 else draws < share
-        live = ~((kth < deep_below) & cells.outscored(q, hits.scores[:, 0], mask))
+        tail_below = float(np.sort(kth)[tail_n]) if tail_n < n else math.inf
+        live = ~flags
         strata = (kth >= tail_below, (kth < tail_below) & (kth >= deep_below), kth < deep_below)
         means = [float(each[m & live].mean()) if (m & live).any() else 0.0 for m in strata]
         typical, tail, deep = means
@@ -321,16 +384,18 @@ def calibrate_auto(
         return replace(measured, spread=tuple(plain.spread))
     cells = coarse_cells(index.vectors, seed=seed, settings=settings, metric=index.metric)
     cells = replace(cells, probe=probe_width(plain.ef_base, cells))
-    filtered, spread, observed = _filtered_grid(index, q, wanted, measured, seed)
-    look = _second_look(plain.walks, dict(plain.ndis), plain.ef_base, wanted, settings, measured.z)
+    filtered, observed = _filtered_grid(index, q, wanted, measured, seed)
     points = plain.observed + observed
+    stuck, delivered = _delivered(points, cells, q, _draws(index.n_docs, seed), settings)
+    walks = _delivered_walks(plain, delivered[: len(plain.observed)])
+    look = _second_look(walks, dict(plain.ndis), plain.ef_base, wanted, settings, measured.z)
     return replace(
         measured,
         cells=cells,
         filtered=tuple(filtered),
-        spread=tuple(plain.spread + spread),
+        spread=tuple((g, e, _sd(r)) for (g, e, _, _), r in zip(points, delivered, strict=True)),
         second_look=look,
-        support=_support(points, cells, q, _draws(index.n_docs, seed), settings),
+        support=_support(points, stuck, settings),
     )
 
 

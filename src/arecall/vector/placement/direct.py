@@ -188,7 +188,7 @@ def _answered(
         cost_auto=answers.spent / n_q,
         shifted=shifted,
         concentrated=concentrated,
-        n_stuck=int(np.count_nonzero(answers.stuck & (answers.efs > 0))),
+        n_stuck=answers.n_stuck,
     )
     return Hits(answers.ids, answers.scores), plan
 

@@ -66,8 +66,7 @@ class Plan:
     showed them, where walking it and checking it would have cost more than its scan."""
     n_stuck: int = 0
     """Walks that never reached their query's neighbourhood (an authorized landmark outscored
-    their best answer), certified at the calibration's stuck-walk recall until searched again
-    or scanned."""
+    their best answer): each searched again, and answered exactly if stuck again."""
 
     @classmethod
     def scanned(

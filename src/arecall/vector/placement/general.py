@@ -399,6 +399,7 @@ def _retry(answers: _Answers, pilot: tuple[int, int] | None) -> None:
         certification.below_goal(answers.predicted, planner.goal),
         np.flatnonzero((first > 0) & (used == 0)),
     )
+    retry = retry[~answers.stuck[retry]]  # answered exactly (:func:`_finish`)
     if answers.shifted is not None:
         # Unlike the calibration's queries: a larger efSearch is no better certified.
         retry = retry[~answers.tail[retry]]
@@ -430,11 +431,13 @@ def _retry(answers: _Answers, pilot: tuple[int, int] | None) -> None:
 def _finish(
     answers: _Answers, local: npt.NDArray[np.float64], saved: float, pilot: tuple[int, int] | None
 ) -> tuple[Hits, Plan]:
-    """Scan every query still unanswered or needed for the goal, and state the plan."""
+    """Scan every query still unanswered, whose walk was stuck (as every plan does:
+    `arecall.vector.placement.settle.settle`) or needed for the goal, and state the plan."""
     batch, planner, used = answers.batch, answers.batch.planner, answers.used
     n_q, spent = batch.n_q, answers.spent
     scan = np.union1d(
-        np.flatnonzero(used == 0), certification.below_goal(answers.predicted, planner.goal)
+        np.flatnonzero((used == 0) | answers.stuck),
+        certification.below_goal(answers.predicted, planner.goal),
     )
     if scan.size:
         exact = batch.scan(scan)
@@ -458,6 +461,6 @@ def _finish(
         cost_auto=float(spent.mean()),
         pilot=pilot,
         shifted=answers.shifted,
-        n_stuck=int(np.count_nonzero(answers.stuck & (used > 0))),
+        n_stuck=int(np.count_nonzero(answers.stuck)),
     )
     return Hits(answers.ids, answers.scores), plan

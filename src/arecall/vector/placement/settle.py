@@ -40,8 +40,8 @@ _Rows = npt.NDArray[np.int64]
 @dataclass
 class Answers:
     """A batch's answers being settled: hits, each query's certified recall, the efSearch it
-    was answered from (0: scanned), whether it is in the calibration's tail and stuck, and the
-    scan distances spent."""
+    was answered from (0: scanned), whether it is in the calibration's tail and stuck, the
+    scan distances spent, and how many walks the first audit found stuck."""
 
     ids: npt.NDArray[np.int64]
     scores: npt.NDArray[np.float32]
@@ -52,6 +52,7 @@ class Answers:
     spent: float
     escalated: int = 0
     scanned: _Rows = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    n_stuck: int = 0
 
     def take(self, rows: _Rows, hits: Hits) -> None:
         """Answer ``rows`` with ``hits``."""
@@ -85,13 +86,20 @@ def settle(
 ) -> None:
     """Lift ``answers`` to the planner's goal: ``again(rows, efs)`` searches rows once more
     (and records their answers and audit), ``scan(rows)`` answers rows exactly over
-    ``n_allowed`` documents."""
+    ``n_allowed`` documents.
+
+    A walk the audit found stuck is searched again, and scanned if stuck again, whatever the
+    goal asks: the calibration's spread, which the aim keeps ``z`` of, is that of the recall
+    delivered so (`arecall.vector.placement.calibration`)."""
     settings = planner.settings
+    answers.n_stuck = int(np.count_nonzero(answers.stuck))
+    stuck = np.flatnonzero(answers.stuck & (answers.efs > 0))
     short = below_goal(answers.value, planner.goal)
-    if not short.size:
+    if not short.size and not stuck.size:
         return  # the batch's certificate holds already: nothing to retry, nothing to scan
-    retry = short if not shifted else short[~answers.tail[short]]
-    retry = retry[answers.efs[retry] > 0]
+    retry = np.union1d(short[answers.efs[short] > 0], stuck)
+    if shifted:  # a query unlike the calibration's is no better certified at a larger efSearch
+        retry = retry[~answers.tail[retry]]
     if retry.size:
         # Priced against scanning them: a scan of m queries also reads the authorized vectors
         # once, ``scan_pass`` query-shares, shared by the m.
@@ -102,7 +110,9 @@ def settle(
             again(retry[ok], deeper[ok])
             answers.escalated = int(ok.sum())
             answers.spent += float(np.sum(planner.walk_costs(deeper[ok])))
-    scanned = below_goal(answers.value, planner.goal)
+    # Stuck still (again, or never searched again) or short of the goal: scanned.
+    stuck = np.flatnonzero(answers.stuck & (answers.efs > 0))
+    scanned = np.union1d(stuck, below_goal(answers.value, planner.goal))
     if scanned.size:
         answers.take(scanned, scan(scanned))
         answers.value[scanned], answers.efs[scanned] = 1.0, 0
