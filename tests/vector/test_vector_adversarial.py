@@ -152,7 +152,7 @@ def test_a_plain_search_looks_again_at_exactly_the_queries_whose_kth_hit_lies_fa
     threshold = float(np.median(first.scores[:, -1]))
     far = np.flatnonzero(first.scores[:, -1] < threshold)
     assert 0 < far.size < q.shape[0]
-    look = (lo, threshold, hi, 0.1, 0.9, 1.0)
+    look = (lo, threshold, hi, 0.1, 0.9, 1.0, 0.0)
     # The second look's own certificate (without the calibration's support table, which would
     # audit the answers instead: certification.audit).
     planner = replace(planner, second_look=look, support=())
@@ -176,7 +176,7 @@ def test_a_plain_search_looks_again_at_exactly_the_queries_whose_kth_hit_lies_fa
     assert f"ef={lo}..{hi}" in str(plan) and f"{far.size} escalated" in str(plan)
     # Dearer than one plain search (all of the calibration's queries looked at again): plain.
     calls.clear()
-    everyone = replace(planner, second_look=(lo, threshold, hi, 1.0, 1, 1))
+    everyone = replace(planner, second_look=(lo, threshold, hi, 1.0, 1, 1, 0.0))
     auto(index, q, K, corpus.mask(1.0), everyone)
     assert calls == [(q.shape[0], everyone.ef_direct(1.0, q.shape[0]))]
 
@@ -191,10 +191,13 @@ def test_second_look_is_the_cheapest_certified_one_and_beats_the_plain_search(da
     top = data.draw(st.integers(2, len(_EFS)))
     efs = _EFS[:top]
     level = st.lists(st.integers(0, 10), min_size=n_q, max_size=n_q)
-    walks = {
-        e: (np.array(data.draw(level), dtype=np.float64) / 10, np.array(data.draw(level)) / 10)
-        for e in efs
-    }
+    # Per efSearch: recall as the walks came back, k-th score, and recall as delivered (a
+    # stuck walk searched again: never below what came back).
+    walks = {}
+    for e in efs:
+        came = np.array(data.draw(level), dtype=np.float64) / 10
+        delivered = np.maximum(came, np.array(data.draw(level), dtype=np.float64) / 10)
+        walks[e] = (came, np.array(data.draw(level)) / 10, delivered)
     ndis = dict(
         zip(
             efs,
@@ -204,9 +207,10 @@ def test_second_look_is_the_cheapest_certified_one_and_beats_the_plain_search(da
     )
     ef_base = data.draw(st.sampled_from(efs))
     wanted = data.draw(st.floats(0.3, 1.0))
-    # z > 0: the look is certified only where its recall less the calibration's own error
-    # (z of its per-query spread over the square root of the calibration's size) reaches
-    # ``wanted``, as a plain search at the highest aim is.
+    # z > 0: the look is certified only where its recall as the walks came back, less the
+    # calibration's own error (z of the delivered recall's per-query spread over the square
+    # root of the calibration's size), reaches ``wanted``, as a plain search at the highest
+    # aim is.
     z = data.draw(st.sampled_from([0.0, 2.5758]))
     got = _second_look(walks, ndis, ef_base, wanted, z=z)
     # Every (first efSearch, share) the calibration may choose, priced from scratch.
@@ -219,7 +223,9 @@ def test_second_look_is_the_cheapest_certified_one_and_beats_the_plain_search(da
             score = walks[lo][1]
             far = score < np.quantile(score, share)
             each = np.where(far, walks[his[0]][0], walks[lo][0])
-            sure = each.mean() - z * (each.std(ddof=1) if n_q > 1 else 0.0) / math.sqrt(n_q)
+            delivered = np.where(far, walks[his[0]][2], walks[lo][2])
+            spread = delivered.std(ddof=1) if n_q > 1 else 0.0
+            sure = each.mean() - z * spread / math.sqrt(n_q)
             cost = ndis[lo] + far.mean() * ndis[his[0]]
             if sure >= wanted and cost < ndis[ef_base] and (best is None or cost < best):
                 best = cost
@@ -227,7 +233,7 @@ def test_second_look_is_the_cheapest_certified_one_and_beats_the_plain_search(da
         assert got is None
         return
     assert got is not None
-    lo, threshold, hi, flagged, r_near, r_far = got
+    lo, threshold, hi, flagged, r_near, r_far, deficit = got
     far = walks[lo][1] < threshold
     assert lo < ef_base and hi >= 4 * lo and flagged == far.mean()
     assert ndis[lo] + flagged * ndis[hi] == pytest.approx(best)
@@ -235,18 +241,24 @@ def test_second_look_is_the_cheapest_certified_one_and_beats_the_plain_search(da
     assert r_near * (1 - flagged) + r_far * flagged == pytest.approx(
         np.where(far, walks[hi][0], walks[lo][0]).mean()
     )
+    assert deficit == pytest.approx(
+        np.where(far, walks[hi][2], walks[lo][2]).mean()
+        - np.where(far, walks[hi][0], walks[lo][0]).mean()
+    )
 
 
 def test_a_second_look_is_certified_less_the_calibrations_own_error() -> None:
     # Four calibration queries; looking again at the farthest one (k-th score 0.1) lifts the
     # mean recall to 0.875, above 0.8 — but with a spread of 0.25 over √4 queries, 2.58 of the
     # calibration's standard errors take it to 0.55: not certified, so no second look.
+    at_10, at_40 = np.array([1.0, 1.0, 0.5, 0.0]), np.array([1.0, 1.0, 0.5, 1.0])
     walks = {
-        10: (np.array([1.0, 1.0, 0.5, 0.0]), np.array([0.9, 0.8, 0.7, 0.1])),
-        40: (np.array([1.0, 1.0, 0.5, 1.0]), np.array([0.9, 0.8, 0.7, 0.6])),
+        10: (at_10, np.array([0.9, 0.8, 0.7, 0.1]), at_10),
+        40: (at_40, np.array([0.9, 0.8, 0.7, 0.6]), at_40),
     }
     ndis = {10: 100.0, 40: 300.0}
-    assert _second_look(walks, ndis, 40, 0.8) == (10, 0.19, 40, 0.25, pytest.approx(5 / 6), 1.0)
+    got = _second_look(walks, ndis, 40, 0.8)
+    assert got == (10, 0.19, 40, 0.25, pytest.approx(5 / 6), 1.0, 0.0)
     assert _second_look(walks, ndis, 40, 0.8, z=2.5758) is None
     assert _second_look(walks, ndis, 40, 0.5, z=2.5758) is not None  # 0.875 - 0.32 >= 0.5
 

@@ -240,15 +240,28 @@ def _delivered(
     return found, out
 
 
+def _spread_and_deficit(
+    observed: list[Observed], delivered: list[npt.NDArray[np.float64]]
+) -> tuple[tuple[tuple[float, int, float], ...], tuple[tuple[float, int, float], ...]]:
+    """Per calibration point, (share, efSearch, the spread of the recall delivered) and
+    (share, efSearch, how far the recall as the walks came back falls below it, on average):
+    the planner's ``spread`` and ``stuck_deficit``."""
+    pairs = list(zip(observed, delivered, strict=True))
+    spread = tuple((float(g), int(e), _sd(r)) for (g, e, _, _), r in pairs)
+    deficit = tuple((float(g), int(e), float(np.mean(r - each))) for (g, e, each, _), r in pairs)
+    return spread, deficit
+
+
 def _delivered_walks(
     plain: _Unfiltered, delivered: list[npt.NDArray[np.float64]]
-) -> dict[int, tuple[npt.NDArray[np.float64], npt.NDArray[np.float32]]]:
+) -> dict[int, tuple[npt.NDArray[np.float64], npt.NDArray[np.float32], npt.NDArray[np.float64]]]:
     """The second look's evidence (:func:`_second_look`): per efSearch of the unfiltered
-    ladder, each query's recall as a plain search delivers it (``delivered``, the ladder's
-    points in its order: :func:`_delivered`) and its k-th score."""
+    ladder, each query's recall as the walk came back, its k-th score, and its recall as a
+    plain search delivers it (``delivered``, the ladder's points in its order:
+    :func:`_delivered`)."""
     return {
-        ef: (recall, kth)
-        for (ef, (_, kth)), recall in zip(plain.walks.items(), delivered, strict=True)
+        ef: (each, kth, recall)
+        for (ef, (each, kth)), recall in zip(plain.walks.items(), delivered, strict=True)
     }
 
 
@@ -389,24 +402,22 @@ def calibrate_auto(
     stuck, delivered = _delivered(points, cells, q, _draws(index.n_docs, seed), settings)
     walks = _delivered_walks(plain, delivered[: len(plain.observed)])
     look = _second_look(walks, dict(plain.ndis), plain.ef_base, wanted, settings, measured.z)
-    return replace(
-        measured,
-        cells=cells,
-        filtered=tuple(filtered),
-        spread=tuple((g, e, _sd(r)) for (g, e, _, _), r in zip(points, delivered, strict=True)),
-        second_look=look,
-        support=_support(points, stuck, settings),
-    )
+    spread, deficit = _spread_and_deficit(points, delivered)
+    measured = replace(measured, cells=cells, filtered=tuple(filtered), second_look=look)
+    support = _support(points, stuck, settings)
+    return replace(measured, spread=spread, stuck_deficit=deficit, support=support)
 
 
 def _second_look(
-    walks: dict[int, tuple[npt.NDArray[np.float64], npt.NDArray[np.float32]]],
+    walks: dict[
+        int, tuple[npt.NDArray[np.float64], npt.NDArray[np.float32], npt.NDArray[np.float64]]
+    ],
     ndis: dict[int, float],
     ef_base: int,
     wanted: float,
     settings: PlannerSettings = DEFAULTS,
     z: float = 0.0,
-) -> tuple[int, float, int, float, float, float] | None:
+) -> tuple[int, float, int, float, float, float, float] | None:
     """The cheapest plain search with a second look that the calibration certifies, if it is
     cheaper than one plain search at ``ef_base`` (``None`` otherwise).
 
@@ -420,39 +431,44 @@ def _second_look(
     below the threshold and is searched again (1,000 clustered queries from all clusters: plain
     efSearch 64, calibrated at 0.973, returned 0.941 on 200 scored ones; a first walk at 46
     and a second look at 182 returned 0.969). ``walks``: per calibrated efSearch, each query's
-    recall and k-th score; ``ndis``: distances per query at each efSearch; ``z``: standard
-    errors of the calibration's mean kept below it (0: the mean as measured).
+    recall as it came back, k-th score, and recall as delivered (a stuck walk searched again);
+    ``ndis``: distances per query at each efSearch; ``z``: standard errors of the
+    calibration's mean kept below it (0: the mean as measured). Certified as a plain search
+    is: the recall as the walks came back, less ``z`` of the delivered recall's spread over
+    √n, reaches ``wanted``; how far the delivered mean stands above it is the look's stuck
+    deficit (`~arecall.vector.placement.curves.RecallCurves.stuck_allowance`).
 
     Examples
     --------
-    >>> walks = {10: (np.array([1.0, 1.0, 1.0, 0.0]), np.array([0.9, 0.8, 0.7, 0.1])),
-    ...          40: (np.array([1.0, 1.0, 1.0, 1.0]), np.array([0.9, 0.8, 0.7, 0.6]))}
+    >>> each = np.array([1.0, 1.0, 1.0, 0.0]), np.array([1.0, 1.0, 1.0, 1.0])
+    >>> walks = {10: (each[0], np.array([0.9, 0.8, 0.7, 0.1]), each[0]),
+    ...          40: (each[1], np.array([0.9, 0.8, 0.7, 0.6]), each[1])}
     >>> _second_look(walks, {10: 100.0, 40: 300.0}, 40, 0.97)  # 100 + 300/4 < 300
-    (10, 0.19, 40, 0.25, 1.0, 1.0)
+    (10, 0.19, 40, 0.25, 1.0, 1.0, 0.0)
     """
     efs = sorted(walks)
-    best: tuple[float, tuple[int, float, int, float, float, float]] | None = None
+    best: tuple[float, tuple[int, float, int, float, float, float, float]] | None = None
     n = next(iter(walks.values()))[0].shape[0] if walks else 1
     for lo in (e for e in efs if e < ef_base):
         hi = next((e for e in efs if e >= settings.second_look_factor * lo), None)
         if hi is None:
             break
-        (kept, score), (again, _) = walks[lo], walks[hi]
+        (kept, score, kept_delivered), (again, _, again_delivered) = walks[lo], walks[hi]
         for share in settings.second_look_shares:
             threshold = float(np.quantile(score, share))
             far = score < threshold
             flagged = float(far.mean())
             each = np.where(far, again, kept)
+            delivered = np.where(far, again_delivered, kept_delivered)
             recall = float(np.mean(each))
             cost = ndis[lo] + flagged * ndis[hi]
-            # Certified as a plain search at the highest aim is: its calibrated recall less
-            # the calibration's own error (z of its spread over √n) reaches ``wanted``.
             if (
-                recall - z * _sd(each) / math.sqrt(n) >= wanted
+                recall - z * _sd(delivered) / math.sqrt(n) >= wanted
                 and cost < ndis[ef_base]
                 and (best is None or cost < best[0])
             ):
                 r_near = float(kept[~far].mean()) if flagged < 1.0 else 1.0
                 r_far = float(again[far].mean()) if flagged > 0.0 else 1.0
-                best = (cost, (lo, threshold, hi, flagged, r_near, r_far))
+                deficit = float(np.mean(delivered - each))
+                best = (cost, (lo, threshold, hi, flagged, r_near, r_far, deficit))
     return None if best is None else best[1]

@@ -128,6 +128,7 @@ class RecallCurves(Remembering):
     recall: tuple[tuple[int, float], ...]
     filtered: tuple[tuple[float, int, float], ...]
     spread: tuple[tuple[float, int, float], ...]
+    stuck_deficit: tuple[tuple[float, int, float], ...]
     target_recall: float
     margin: float
     confidence: float
@@ -183,6 +184,44 @@ class RecallCurves(Remembering):
         """:attr:`_table` for the per-query spread (``spread``)."""
         unfiltered = [(e, v) for g, e, v in self.spread if g >= 1.0]
         return curve_table(unfiltered, [p for p in self.spread if p[0] < 1.0])
+
+    @cached_property
+    def _deficit_table(self) -> _Table:
+        """:attr:`_table` for ``stuck_deficit`` (0 where nothing was measured)."""
+        unfiltered = [(e, v) for g, e, v in self.stuck_deficit if g >= 1.0] or [(1, 0.0)]
+        return curve_table(unfiltered, [p for p in self.stuck_deficit if p[0] < 1.0])
+
+    def stuck_allowance(
+        self, share: float, ef: float, n_queries: int, *, deficit: float | None = None
+    ) -> int:
+        """How many of a batch's ``n_queries`` answers, walked at efSearch ``ef`` under a
+        uniform filter of ``share``, may stay stuck without being searched again: the
+        calibration's ``stuck_deficit`` there (or ``deficit``, a second look's), in queries,
+        rounded down.
+
+        The aim is crossed on curves that count each calibration walk as it came back, stuck
+        ones at their 0; the recall the plans deliver (whose spread the aim keeps) searches
+        the stuck ones again. So the curves stand ``deficit`` below what the promise is stated
+        for, and a batch that leaves ``deficit × n`` stuck walks at 0 keeps it. At 100,000
+        clustered vectors with no filter, one calibration's curve at efSearch 64 stood 0.0097
+        below the recall delivered (4 of 400 walks stuck): a batch of 200 walked there may
+        leave one stuck walk as it came back.
+
+        Examples
+        --------
+        >>> from arecall.vector.placement import AutoPlanner
+        >>> p = AutoPlanner(n_docs=1000, k=10, ef_base=16, recall=((16, 0.97), (32, 0.98)),
+        ...                 stuck_deficit=((1.0, 16, 0.01), (1.0, 32, 0.005)))
+        >>> p.stuck_allowance(1.0, 16, 200), p.stuck_allowance(1.0, 32, 200)
+        (2, 1)
+        >>> AutoPlanner(n_docs=1000, k=10, ef_base=16).stuck_allowance(1.0, 16, 200)
+        0
+        """
+        if deficit is None:
+            if not self.stuck_deficit:
+                return 0
+            deficit = float(lookup(self._deficit_table, np.array([float(ef)]), share)[0])
+        return math.floor(max(0.0, deficit) * n_queries + 1e-9)
 
     def ef_needed(
         self, share: npt.ArrayLike, *, between: bool = False, wanted: float | None = None

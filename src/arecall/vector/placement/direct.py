@@ -171,7 +171,7 @@ def _answered(
     )
     answers.value += rank_bonus
     answers.value[scanned], answers.efs[scanned] = 1.0, 0
-    shifted, concentrated = _audited(batch, answers, rank_bonus)
+    shifted, concentrated = _audited(batch, answers, rank_bonus, ef)
     graph = answers.efs[answers.efs > 0]
     plan = Plan(
         method="pushdown" if graph.size else "exact",
@@ -199,11 +199,11 @@ def _no_flags(n: int) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
 
 
 def _audited(
-    batch: Batch, answers: Answers, rank_bonus: npt.NDArray[np.float64]
+    batch: Batch, answers: Answers, rank_bonus: npt.NDArray[np.float64], ef: int
 ) -> tuple[tuple[int, int] | None, tuple[float, float, int] | None]:
-    """Audit the walked answers against the calibration (typical ones keep their rank
-    certificate), check a concentrated batch's sample deeper, settle the batch to its goal, and
-    return the shift and concentration evidence, if any."""
+    """Audit the walked answers (at efSearch ``ef``) against the calibration (typical ones keep
+    their rank certificate), check a concentrated batch's sample deeper, settle the batch to
+    its goal, and return the shift and concentration evidence, if any."""
     planner, k = batch.planner, batch.k
     walked = np.flatnonzero(answers.efs > 0)
     # Every row walked (the common case): the batch's own arrays, not copies of them.
@@ -238,6 +238,7 @@ def _audited(
         share=batch.share,
         mask=batch.mask,
         n_allowed=batch.n_allowed,
+        allowance=planner.stuck_allowance(batch.share, ef, batch.n_q),
     )
 
 

@@ -108,10 +108,9 @@ def unfiltered(
     (:func:`_settled`).
 
     At 100,000 low-rank vectors and 200 queries the aim is 0.963 for the batch and 0.008 more
-    for the calibration's own error, crossed at efSearch 26 (a plain search there: 1.21x the
-    cheapest fixed efSearch that kept 0.95 on every fresh batch). Aimed at the two errors
-    pooled (0.965), efSearch 24 ran 1.12-1.14x, and held over calibrations but not for each
-    one."""
+    for the calibration's own error, crossed at efSearch 26 (1.21x the cheapest fixed efSearch
+    that kept 0.95 on every fresh batch). Aimed at the two errors pooled (0.965), efSearch 24
+    ran 1.12-1.14x, and held over calibrations but not for each one."""
     assert planner.ef_base is not None
     n_q = q.shape[0]
     ef = ef_min = planner.ef_direct(1.0, n_q)
@@ -127,8 +126,10 @@ def unfiltered(
     if outright is not None:
         return outright
     again = np.zeros(0, dtype=np.int64)
+    allowance = planner.stuck_allowance(1.0, ef, n_q)
     if look is not None and looked is not None and looked < cost:
-        ef_min, threshold, ef, _, r_near, r_far = look
+        ef_min, threshold, ef, _, r_near, r_far, deficit = look
+        allowance = planner.stuck_allowance(1.0, ef, n_q, deficit=deficit)
         hits = index.search(q, k, ef_search=ef_min)
         again = np.flatnonzero(hits.scores[:, -1] < threshold)
         if again.size:
@@ -156,7 +157,7 @@ def unfiltered(
         np.zeros(n_q, bool),
         spent,
     )
-    shifted, concentrated = _settled(index, q, k, planner, answers)
+    shifted, concentrated = _settled(index, q, k, planner, answers, allowance)
     graph = efs[efs > 0]
     plan = Plan(
         method="pushdown" if graph.size else "exact",
@@ -232,12 +233,18 @@ def _concentrated_first(
 
 
 def _settled(
-    index: VectorIndex, q: npt.NDArray[np.float32], k: int, planner: AutoPlanner, answers: Answers
+    index: VectorIndex,
+    q: npt.NDArray[np.float32],
+    k: int,
+    planner: AutoPlanner,
+    answers: Answers,
+    allowance: int,
 ) -> tuple[tuple[int, int] | None, tuple[float, float, int] | None]:
     """Audit a plain search's walked answers, check a concentrated batch's sample deeper,
-    settle the batch to its goal, and return the shift and concentration evidence, if any
-    (nothing to audit without a support table: the calibration's value stands, as it always
-    did)."""
+    settle the batch to its goal (``allowance``: the stuck walks that may stay,
+    `arecall.vector.placement.settle.settle`), and return the shift and concentration
+    evidence, if any (nothing to audit without a support table: the calibration's value
+    stands, as it always did)."""
     walked = np.flatnonzero(answers.efs > 0)
     mine = Hits(answers.ids[walked], answers.scores[walked])
     a = certification.audit(planner, q[walked], mine, 1.0, answers.efs[walked], None)
@@ -260,6 +267,7 @@ def _settled(
         share=1.0,
         mask=None,
         n_allowed=index.n_docs,
+        allowance=allowance,
     )
 
 

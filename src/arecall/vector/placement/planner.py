@@ -64,6 +64,12 @@ class AutoPlanner(RecallCurves, CostModel):
     """Measured (share, efSearch, standard deviation of the per-query recall@k) at each point of
     ``recall`` (share 1.0) and ``filtered``: how far a batch's mean can fall from the
     calibration's (:meth:`aim`). Empty: unknown, and a direct pushdown keeps the whole margin."""
+    stuck_deficit: tuple[tuple[float, int, float], ...] = field(default=())
+    """Measured (share, efSearch, deficit) at each point of ``recall`` and ``filtered``: how far
+    the calibration queries' mean recall as the walks came back (the curves) falls below their
+    mean as the plans deliver it, each stuck walk searched again (``spread`` is this recall's).
+    The curves pay for that many stuck walks per query already, so a batch may leave as many
+    unsearched (:meth:`stuck_allowance`). Empty: none."""
     n_calibration: int = 0
     """How many held-out queries the calibration measured (0: unknown)."""
     scan_slopes: tuple[tuple[float, float], ...] = field(default=())
@@ -101,11 +107,11 @@ class AutoPlanner(RecallCurves, CostModel):
     scan_pass: float = DEFAULTS.scan_pass
     """What a scan's pass over the authorized vectors costs, in query-shares of a batch scan
     (timed by :func:`measure_graph_costs`, else ``settings.scan_pass``)."""
-    second_look: tuple[int, float, int, float, float, float] | None = field(default=None)
+    second_look: tuple[int, float, int, float, float, float, float] | None = field(default=None)
     """The unfiltered plan's second look (:func:`_second_look`): (efSearch first, k-th score
     threshold, efSearch again, share of the calibration queries below the threshold, recall of
-    those above it at the first efSearch, recall of those below it at the second). ``None``:
-    one plain search at ``ef_base``."""
+    those above it at the first efSearch, recall of those below it at the second, and its
+    ``stuck_deficit``). ``None``: one plain search at ``ef_base``."""
 
     support: tuple[tuple[float, int, float, float, float, float, float], ...] = field(default=())
     """Per calibration point, how the certificate reads a batch's answers: (share, efSearch,

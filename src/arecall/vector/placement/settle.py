@@ -83,17 +83,20 @@ def settle(
     again: Callable[[_Rows, _Rows], None],
     scan: Callable[[_Rows], Hits],
     n_allowed: int,
+    allowance: int = 0,
 ) -> None:
     """Lift ``answers`` to the planner's goal: ``again(rows, efs)`` searches rows once more
     (and records their answers and audit), ``scan(rows)`` answers rows exactly over
     ``n_allowed`` documents.
 
     A walk the audit found stuck is searched again, and scanned if stuck again, whatever the
-    goal asks: the calibration's spread, which the aim keeps ``z`` of, is that of the recall
-    delivered so (`arecall.vector.placement.calibration`)."""
+    goal asks — all but ``allowance`` of them, which the curves the plan was aimed by pay for
+    already (`~arecall.vector.placement.curves.RecallCurves.stuck_allowance`): the
+    calibration's spread, which the aim keeps ``z`` of, is that of the recall delivered so
+    (`arecall.vector.placement.calibration`)."""
     settings = planner.settings
     answers.n_stuck = int(np.count_nonzero(answers.stuck))
-    stuck = np.flatnonzero(answers.stuck & (answers.efs > 0))
+    stuck = np.flatnonzero(answers.stuck & (answers.efs > 0))[allowance:]
     short = below_goal(answers.value, planner.goal)
     if not short.size and not stuck.size:
         return  # the batch's certificate holds already: nothing to retry, nothing to scan
@@ -110,8 +113,9 @@ def settle(
             again(retry[ok], deeper[ok])
             answers.escalated = int(ok.sum())
             answers.spent += float(np.sum(planner.walk_costs(deeper[ok])))
-    # Stuck still (again, or never searched again) or short of the goal: scanned.
-    stuck = np.flatnonzero(answers.stuck & (answers.efs > 0))
+    # Stuck still (again, or never searched again) beyond the allowance, or short of the goal:
+    # scanned.
+    stuck = np.flatnonzero(answers.stuck & (answers.efs > 0))[allowance:]
     scanned = np.union1d(stuck, below_goal(answers.value, planner.goal))
     if scanned.size:
         answers.take(scanned, scan(scanned))
@@ -202,11 +206,13 @@ def settle_audited(
     share: float,
     mask: npt.NDArray[np.bool_] | None,
     n_allowed: int,
+    allowance: int = 0,
 ) -> tuple[tuple[int, int] | None, tuple[float, float, int] | None]:
     """After the audit of the walked answers (``audited``, noted in ``answers``): check a
-    concentrated batch exactly, settle the batch to its goal (walks again re-audited, or scans),
-    and return the shift and concentration evidence, if any. One sequence for the direct plan
-    (filtered walks, ``share`` and ``mask``) and a plain search (``1.0``, ``None``)."""
+    concentrated batch exactly, settle the batch to its goal (walks again re-audited, or scans;
+    ``allowance``: stuck walks that may stay, :func:`settle`), and return the shift and
+    concentration evidence, if any. One sequence for the direct plan (filtered walks, ``share``
+    and ``mask``) and a plain search (``1.0``, ``None``)."""
     k = answers.ids.shape[1]
 
     def judge(rows: _Rows, got: Hits, exact: Hits) -> npt.NDArray[np.float64]:
@@ -226,6 +232,6 @@ def settle_audited(
         assert redone is not None
         answers.note(rows, redone)
 
-    settle(planner, answers, audited.shifted or uncertified, again, scan, n_allowed)
+    settle(planner, answers, audited.shifted or uncertified, again, scan, n_allowed, allowance)
     shifted = (int(np.count_nonzero(audited.tail)), int(walked.size)) if audited.shifted else None
     return shifted, concentrated
