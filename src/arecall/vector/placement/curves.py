@@ -220,7 +220,13 @@ class RecallCurves(Remembering):
         if deficit is None:
             if not self.stuck_deficit:
                 return 0
-            deficit = float(lookup(self._deficit_table, np.array([float(ef)]), share)[0])
+            # Remembered: the direct plan and a plain search ask on every call.
+            key = ("stuck deficit", float(share), float(ef))
+            deficit = float(
+                self._remember(
+                    key, lambda: lookup(self._deficit_table, np.array([float(ef)]), share)[0]
+                )
+            )
         return math.floor(max(0.0, deficit) * n_queries + 1e-9)
 
     def ef_needed(

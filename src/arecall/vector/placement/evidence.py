@@ -66,7 +66,8 @@ class Plan:
     showed them, where walking it and checking it would have cost more than its scan."""
     n_stuck: int = 0
     """Walks that never reached their query's neighbourhood (an authorized landmark outscored
-    their best answer): each searched again, and answered exactly if stuck again."""
+    their best answer): each searched again, and answered exactly if stuck again, but for as
+    many as the calibration's curves pay for (`RecallCurves.stuck_allowance`)."""
 
     @classmethod
     def scanned(

@@ -62,8 +62,10 @@ class AutoPlanner(RecallCurves, CostModel):
     share of its neighbourhood is authorized."""
     spread: tuple[tuple[float, int, float], ...] = field(default=())
     """Measured (share, efSearch, standard deviation of the per-query recall@k) at each point of
-    ``recall`` (share 1.0) and ``filtered``: how far a batch's mean can fall from the
-    calibration's (:meth:`aim`). Empty: unknown, and a direct pushdown keeps the whole margin."""
+    ``recall`` (share 1.0) and ``filtered``, of the recall the plans deliver (a walk the audit
+    finds stuck searched again, `arecall.vector.placement.calibration`): how far a batch's
+    mean can fall from the calibration's (:meth:`aim`). Empty: unknown, and a direct pushdown
+    keeps the whole margin."""
     stuck_deficit: tuple[tuple[float, int, float], ...] = field(default=())
     """Measured (share, efSearch, deficit) at each point of ``recall`` and ``filtered``: how far
     the calibration queries' mean recall as the walks came back (the curves) falls below their

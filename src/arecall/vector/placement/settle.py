@@ -7,8 +7,9 @@ Shared by the plans that answer a whole batch in one or two faiss calls (a batch
 lift the batch to its goal are searched once more at ``escalate_factor`` times their efSearch
 (where that is cheaper than scanning them, and the batch is not shifted: a query unlike the
 calibration's is no better certified at a larger efSearch), and whatever is still short of the
-goal is scanned. The general plan does the same with its own evidence
-(`arecall.vector.placement.general`).
+goal is scanned. A walk found stuck is searched again (and scanned if stuck again) whatever the
+goal asks, but for the few the calibration's curves pay for. The general plan does the same
+with its own evidence (`arecall.vector.placement.general`), and scans a stuck walk outright.
 """
 
 from __future__ import annotations
