@@ -128,8 +128,8 @@ def unfiltered(
     again = np.zeros(0, dtype=np.int64)
     allowance = planner.stuck_allowance(1.0, ef, n_q)
     if look is not None and looked is not None and looked < cost:
-        ef_min, threshold, ef, _, r_near, r_far, deficit = look
-        allowance = planner.stuck_allowance(1.0, ef, n_q, deficit=deficit)
+        ef_min, threshold, ef, _, r_near, r_far, may_stay = look
+        allowance = planner.stuck_allowance(1.0, ef, n_q, deficit=may_stay)
         hits = index.search(q, k, ef_search=ef_min)
         again = np.flatnonzero(hits.scores[:, -1] < threshold)
         if again.size:

@@ -112,8 +112,10 @@ class AutoPlanner(RecallCurves, CostModel):
     second_look: tuple[int, float, int, float, float, float, float] | None = field(default=None)
     """The unfiltered plan's second look (:func:`_second_look`): (efSearch first, k-th score
     threshold, efSearch again, share of the calibration queries below the threshold, recall of
-    those above it at the first efSearch, recall of those below it at the second, and its
-    ``stuck_deficit``). ``None``: one plain search at ``ef_base``."""
+    those above it at the first efSearch, recall of those below it at the second, and the
+    share of a batch's answers that may stay stuck: 1 where it is certified counting stuck
+    walks as they came back, else its ``stuck_deficit``). ``None``: one plain search at
+    ``ef_base``."""
 
     support: tuple[tuple[float, int, float, float, float, float, float], ...] = field(default=())
     """Per calibration point, how the certificate reads a batch's answers: (share, efSearch,
