@@ -199,11 +199,7 @@ def _stuck(
     kth = hits.scores[:, -1]
     deep_below = float(np.sort(kth)[deep_n]) if deep_n < n else math.inf
     mask = None if share >= 1.0 else draws < share
-    stuck = np.zeros(n, dtype=bool)
-    deep = np.flatnonzero(kth < deep_below)
-    if deep.size:
-        stuck[deep] = cells.outscored(q[deep], hits.scores[deep, 0], mask)
-    return deep_below, stuck
+    return deep_below, cells.stuck(q, hits.scores[:, 0], kth < deep_below, mask)
 
 
 def _delivered(

@@ -298,6 +298,31 @@ class Cells:
         scale = q_norm + l_norm if self.metric == "l2" else np.sqrt(q_norm * l_norm)
         return np.asarray(landmark > best + self.settings.landmark_tie * scale, dtype=bool)
 
+    def stuck(
+        self,
+        queries: npt.NDArray[np.float32],
+        best: npt.NDArray[np.floating[Any]],
+        deep: npt.NDArray[np.bool_],
+        mask: npt.NDArray[np.bool_] | None = None,
+    ) -> npt.NDArray[np.bool_]:
+        """Per query, whether its walk got stuck: a ``deep`` answer (below the calibration's
+        deep threshold) that an authorized landmark outscores (:meth:`outscored`, asked of the
+        deep rows only). One test for the audit of a batch and for the calibration's own walks.
+
+        Examples
+        --------
+        >>> x = np.array([[1, 0], [0.9, 0.1], [0, 1], [0.1, 0.9]], np.float32)
+        >>> cells = coarse_cells(x, 2, iterations=2)
+        >>> q = np.array([[1, 0], [1, 0]], np.float32)
+        >>> cells.stuck(q, np.array([0.5, 0.5]), np.array([True, False])).tolist()
+        [True, False]
+        """
+        out = np.zeros(queries.shape[0], dtype=bool)
+        rows = np.flatnonzero(deep)
+        if rows.size:
+            out[rows] = self.outscored(queries[rows], best[rows], mask)
+        return out
+
     def nearest(self, queries: npt.NDArray[np.float32]) -> npt.NDArray[np.int64]:
         """Each query's nearest cell (L2 to the centroids; ties: lower id).
 

@@ -104,12 +104,13 @@ def audit(
     deep_below, tail_below, typical, in_tail, in_deep = _strata(planner, share, efs)
     kth = hits.scores[:, -1]
     deep, tail = kth < deep_below, kth < tail_below
-    stuck = np.zeros(n, dtype=bool)
-    rows = np.flatnonzero(deep)
-    if rows.size and planner.cells is not None:
-        # A walk that never reached the query's neighbourhood: some authorized document (a
-        # landmark, its cell's member nearest the centroid) outscores its best answer.
-        stuck[rows] = planner.cells.outscored(q[rows], hits.scores[rows, 0], mask)
+    # A walk that never reached the query's neighbourhood: some authorized document (a
+    # landmark, its cell's member nearest the centroid) outscores its best answer.
+    stuck = (
+        np.zeros(n, dtype=bool)
+        if planner.cells is None
+        else planner.cells.stuck(q, hits.scores[:, 0], deep, mask)
+    )
     value = np.where(deep, in_deep, np.where(tail, in_tail, typical))
     value[stuck] = 0.0
     shifted = False

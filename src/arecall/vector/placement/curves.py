@@ -86,6 +86,18 @@ def curve_table(
     return np.array(shares, dtype=np.float64), grid, values, firsts
 
 
+def _share_table(
+    points: Sequence[tuple[float, int, float]], unmeasured: float | None = None
+) -> _Table:
+    """:func:`curve_table` of (share, efSearch, value) points, share 1 the unfiltered curve;
+    ``unmeasured``: its value where no unfiltered point was measured (``None``: as
+    :func:`curve_table` takes no points, 1)."""
+    unfiltered = [(e, v) for g, e, v in points if g >= 1.0]
+    if not unfiltered and unmeasured is not None:
+        unfiltered = [(1, unmeasured)]
+    return curve_table(unfiltered, [p for p in points if p[0] < 1.0])
+
+
 def lookup(table: _Table, ef: npt.ArrayLike, share: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """A calibrated value at efSearch ``ef`` and ``share`` (:meth:`AutoPlanner.filtered_recall`
     says how: linear in log efSearch, 0 before a filtered curve's first point, flat past its
@@ -182,14 +194,12 @@ class RecallCurves(Remembering):
     @cached_property
     def _spread_table(self) -> _Table:
         """:attr:`_table` for the per-query spread (``spread``)."""
-        unfiltered = [(e, v) for g, e, v in self.spread if g >= 1.0]
-        return curve_table(unfiltered, [p for p in self.spread if p[0] < 1.0])
+        return _share_table(self.spread)
 
     @cached_property
     def _deficit_table(self) -> _Table:
         """:attr:`_table` for ``stuck_deficit`` (0 where nothing was measured)."""
-        unfiltered = [(e, v) for g, e, v in self.stuck_deficit if g >= 1.0] or [(1, 0.0)]
-        return curve_table(unfiltered, [p for p in self.stuck_deficit if p[0] < 1.0])
+        return _share_table(self.stuck_deficit, unmeasured=0.0)
 
     def stuck_allowance(
         self, share: float, ef: float, n_queries: int, *, deficit: float | None = None

@@ -126,10 +126,9 @@ def unfiltered(
     if outright is not None:
         return outright
     again = np.zeros(0, dtype=np.int64)
-    allowance = planner.stuck_allowance(1.0, ef, n_q)
+    may_stay = None  # a second look's share of stuck walks that may stay: its own
     if look is not None and looked is not None and looked < cost:
         ef_min, threshold, ef, _, r_near, r_far, may_stay = look
-        allowance = planner.stuck_allowance(1.0, ef, n_q, deficit=may_stay)
         hits = index.search(q, k, ef_search=ef_min)
         again = np.flatnonzero(hits.scores[:, -1] < threshold)
         if again.size:
@@ -157,6 +156,7 @@ def unfiltered(
         np.zeros(n_q, bool),
         spent,
     )
+    allowance = planner.stuck_allowance(1.0, ef_min, n_q, deficit=may_stay)
     shifted, concentrated = _settled(index, q, k, planner, answers, allowance)
     graph = efs[efs > 0]
     plan = Plan(
