@@ -105,6 +105,64 @@ def test_the_benchmark_sets_a_setting_by_name_and_refuses_an_unknown_one(capsys)
         assert "--set" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"sample_min": 0}, "planner setting sample_min=0: must be at least 1"),
+        ({"sample_min": 2.5}, "planner setting sample_min=2.5: must be an integer"),
+        ({"tail_share": 1.5}, "planner setting tail_share=1.5: must be a share in (0, 1)"),
+        ({"pilot_share": 0.0}, "planner setting pilot_share=0.0: must be a share in (0, 1]"),
+        ({"margin": -0.01}, "planner setting margin=-0.01: must not be negative"),
+        ({"graph_cost": float("nan")}, "planner setting graph_cost=nan: must be finite"),
+        ({"escalate_factor": 1.0}, "planner setting escalate_factor=1.0: must be above 1"),
+        ({"memo_entries": -1}, "planner setting memo_entries=-1: must be at least 0"),
+        ({"cost_efs": ()}, "planner setting cost_efs=(): needs at least one value"),
+        (
+            {"second_look_shares": (0.05, 1.2)},
+            "planner setting second_look_shares=0.05,1.2: must be a share in (0, 1)",
+        ),
+        ({"deep_share": 0.05}, "the deep part must be a smaller share than the tail"),
+    ],
+)
+def test_a_setting_the_planner_cannot_mean_is_refused_in_one_line_naming_it(
+    change: dict[str, Any], says: str
+) -> None:
+    with pytest.raises(ArecallError) as refused:
+        replace(DEFAULTS, **change)
+    assert says in str(refused.value)
+    assert "\n" not in str(refused.value)
+
+
+def test_every_setting_has_one_range_and_the_defaults_and_the_benchmarks_switches_sit_in_it() -> (
+    None
+):
+    from arecall.vector.placement import settings
+
+    kinds = [getattr(settings, name) for name in dir(settings) if name.isupper()]
+    ranged = [name for kind in kinds if isinstance(kind, frozenset) for name in kind]
+    assert sorted(ranged) == sorted(f.name for f in fields(PlannerSettings))
+    # The what-ifs the settings' own docstrings name are values the planner accepts.
+    for name, value in [
+        ("margin", 0.0),
+        ("memo_entries", 0),
+        ("verdicts_kept", 0),
+        ("landmark_tie", 0.0),
+        ("gather_below", 1.0),
+        ("walk_doubt", 1.15),
+    ]:
+        assert getattr(replace(DEFAULTS, **{name: value}), name) == value
+
+
+def test_the_benchmark_refuses_a_setting_out_of_range_in_one_line(capsys, monkeypatch) -> None:
+    bench = load_bench()
+    monkeypatch.setattr("sys.argv", ["benchmarks/bench_adversarial.py"])
+    with pytest.raises(SystemExit) as stopped:
+        bench.main(["--n", "1000", "--set", "sample_min=0"])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["bench_adversarial: --set: planner setting sample_min=0: must be at least 1"]
+
+
 def test_a_corpus_with_copies_holds_exact_duplicates_and_keeps_its_filter_keys() -> None:
     corpus = adversarial_corpus("lowrank-uniform", 2000, 16, 5, seed=3)
     copied = with_duplicates(corpus, 0.55, seed=3)

@@ -22,14 +22,85 @@ carried by the planner.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, fields
+
+from arecall.core.errors import ArecallError
 
 __all__ = ["DEFAULTS", "PlannerSettings"]
+
+# What each setting must be for the planner to mean anything by it, by kind: a count of at
+# least one; a count that may be 0 (a cache turned off); a share strictly between 0 and 1; a
+# share that may be the whole; a positive number; a non-negative one; a multiple above 1.
+# Every field is in exactly one (``tests/vector/test_planner_settings.py`` holds it to that).
+_AT_LEAST_ONE = frozenset(
+    [
+        "calibration_queries",
+        "ladder_start",
+        "ladder_steps",
+        "share_steps",
+        "share_min_docs",
+        "synthetic_fit",
+        "exact_rounds",
+        "cells_max",
+        "fit_per_cell",
+        "kmeans_iterations",
+        "verdict_per_cell",
+        "probe_max",
+        "block_rows",
+        "share_grid_halvings",
+        "list_ef_max",
+        "cost_repeats",
+        "overhead_calls",
+        "overhead_batch",
+        "sample_min",
+        "pilot_min",
+        "first_ef_rungs",
+        "count_stride",
+        "count_looks",
+    ]
+)
+_AT_LEAST_ZERO = frozenset(["verdicts_kept", "memo_entries"])
+_OPEN_SHARE = frozenset(
+    ["tail_share", "deep_share", "shift_level", "slope_shares", "second_look_shares"]
+)
+_SHARE = frozenset(["gather_below", "slope_floor", "sample_share", "pilot_share"])
+_POSITIVE = frozenset(
+    [
+        "graph_cost",
+        "concentrated_cells",
+        "cells_per_sqrt_n",
+        "probe_distances",
+        "scan_pass",
+        "walk_doubt",
+        "cost_min_time",
+        "eager_discount",
+    ]
+)
+_NON_NEGATIVE = frozenset(
+    ["margin", "independence_z", "list_read", "landmark_tie", "pooled_share_z"]
+)
+_ABOVE_ONE = frozenset(["escalate_factor", "second_look_factor", "cost_efs"])
 
 
 @dataclass(frozen=True)
 class PlannerSettings:
-    """The planner's tuned numbers (the module docstring says how to read each one)."""
+    """The planner's tuned numbers (the module docstring says how to read each one).
+
+    Each is checked when the settings are made (``--set`` in the benchmarks, or
+    ``dataclasses.replace`` in code): a value the planner cannot mean anything by — a count
+    below one, a share outside (0, 1), a negative price — is refused in one line naming the
+    setting, rather than turning into a plan that silently misreads it.
+
+    Examples
+    --------
+    >>> PlannerSettings(sample_min=8).sample_min
+    8
+    >>> PlannerSettings(tail_share=1.5)
+    Traceback (most recent call last):
+    ...
+    arecall.core.errors.ArecallError: planner setting tail_share=1.5: must be a share in (0, 1)
+    """
 
     # -- calibration ------------------------------------------------------------------------
     calibration_queries: int = 400
@@ -260,6 +331,53 @@ class PlannerSettings:
     """Fewest strided looks (entries ``count_stride`` apart) a mask needs before they are
     trusted: below, every mask is listed (at most 65,536 entries; chosen, not measured).
     ``BENCH --n 20000 --selectivities 0.001,0.01``."""
+
+    def __post_init__(self) -> None:
+        for field in fields(self):
+            value = getattr(self, field.name)
+            for item in value if isinstance(value, tuple) else (value,):
+                wrong = _wrong(field.name, item, str(field.type))
+                if wrong:
+                    raise ArecallError(f"planner setting {field.name}={_shown(value)}: {wrong}")
+            if isinstance(value, tuple) and not value:
+                raise ArecallError(f"planner setting {field.name}=(): needs at least one value")
+        if self.deep_share >= self.tail_share:
+            raise ArecallError(
+                f"planner settings deep_share={self.deep_share!r}, tail_share={self.tail_share!r}:"
+                " the deep part must be a smaller share than the tail it is part of"
+            )
+
+
+def _shown(value: object) -> str:
+    """A setting's value as ``--set`` would spell it (a tuple as comma-separated values)."""
+    if isinstance(value, tuple):
+        return ",".join(repr(v) for v in value) or "()"
+    return repr(value)
+
+
+def _wrong(name: str, value: object, kind: str) -> str | None:
+    """What is wrong with one value of setting ``name`` (of annotated type ``kind``), or
+    ``None``."""
+    integral = "int" in kind
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"must be {'an integer' if integral else 'a number'}"
+    if integral and not isinstance(value, int):
+        return "must be an integer"
+    if not math.isfinite(value):
+        return "must be finite"
+    checks = (
+        (_AT_LEAST_ONE, value >= 1, "must be at least 1"),
+        (_AT_LEAST_ZERO, value >= 0, "must be at least 0"),
+        (_OPEN_SHARE, 0 < value < 1, "must be a share in (0, 1)"),
+        (_SHARE, 0 < value <= 1, "must be a share in (0, 1]"),
+        (_POSITIVE, value > 0, "must be positive"),
+        (_NON_NEGATIVE, value >= 0, "must not be negative"),
+        (_ABOVE_ONE, value > 1, "must be above 1"),
+    )
+    for group, ok, message in checks:
+        if name in group:
+            return None if ok else message
+    raise AssertionError(f"planner setting {name} has no range")  # every field has one
 
 
 #: The settings every planner uses unless given others.
