@@ -24,12 +24,20 @@ so that auto − (sample lists + pushdown, rest + short) is the plan's own numpy
 (sample lists + pushdown, rest + short) − pushdown, every row is the cost of sampling: the short
 lists' rows walked twice. A cell where auto does not take the direct plan with a pushdown says
 so and is skipped.
+
+``--deeper-lists 1.2,1.4,1.7`` also reads the sample's lists at those multiples of auto's
+efSearch, in the same interleaved timing, and prints a second table: at each depth, how many
+lists fell short of k and what the sample then costs (its lists, and a pushdown of each short
+row at auto's efSearch, priced at the sample rows' own pushdown) against pushing the sample's
+rows down outright — whether reading deeper, so that fewer lists fall short, would pay.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_adversarial import (
     _calibrated,
     _corpora,
+    _floats,
     _index,
     _log,
     _parser,
@@ -54,11 +63,26 @@ from arecall.vector.index import VectorIndex
 from arecall.vector.placement import AutoPlanner, certification
 
 
+def _short(index: VectorIndex, q: np.ndarray, k: int, mask: np.ndarray, depth: int) -> int:
+    """How many of the rows ``q`` have an unfiltered top-``depth`` list holding fewer than k
+    authorized documents."""
+    lists = index._walk(q, depth, depth)
+    ok = mask[lists.ids] & (lists.ids >= 0)
+    return int(np.count_nonzero(np.count_nonzero(ok, axis=1) < k))
+
+
 def _parts(
-    index: VectorIndex, q: np.ndarray, k: int, mask: np.ndarray, planner: AutoPlanner, ef: int
+    index: VectorIndex,
+    q: np.ndarray,
+    k: int,
+    mask: np.ndarray,
+    planner: AutoPlanner,
+    ef: int,
+    depths: list[int],
 ) -> tuple[dict[str, Any], dict[str, int]]:
     """The contenders of one cell (each a call over the batch's rows the direct plan walks),
-    and the row counts that say what each one walks."""
+    and the row counts that say what each one walks (``short at D``: the sample's lists
+    read at each of the deeper ``depths`` that fall short)."""
     n_q, settings = q.shape[0], planner.settings
     read = certification.sample_rows(n_q, settings.sample_min, settings.sample_share)
     rest = certification.unsampled_rows(n_q, settings.sample_min, settings.sample_share)
@@ -73,7 +97,43 @@ def _parts(
         "pushdown, rest + short": lambda: index._walk(q[pushed], k, ef, mask),
         "pushdown, sample rows": lambda: index._walk(q[read], k, ef, mask),
     }
-    return fns, {"sample": read.size, "short": short.size, "pushed": pushed.size}
+    rows = {"sample": read.size, "short": short.size, "pushed": pushed.size}
+    for depth in depths:
+        fns[f"sample lists at {depth}"] = partial(index._walk, q[read], depth, depth)
+        rows[f"short at {depth}"] = _short(index, q[read], k, mask, depth)
+    return fns, rows
+
+
+def _deeper_table(depth_rows: list[str]) -> list[str]:
+    """The second table, where ``--deeper-lists`` asked for one."""
+    if not depth_rows:
+        return []
+    return [
+        "",
+        "The sample's lists read deeper (milliseconds per batch; a short list's row is priced "
+        "at the sample rows' own pushdown, per row):",
+        "",
+        "| corpus | sel. | efSearch | lists read at | short | lists | lists + short rows "
+        "pushed down | sample rows pushed down outright |",
+        "|---|---|--:|--:|--:|--:|--:|--:|",
+        *depth_rows,
+    ]
+
+
+def _depth_rows(
+    name: str, share: float, ef: int, depths: list[int], ms: dict[str, float], rows: dict[str, int]
+) -> list[str]:
+    """One row per depth the sample's lists were read at (auto's own efSearch first)."""
+    per_row = ms["pushdown, sample rows"] / rows["sample"]
+    out = []
+    for depth in [ef, *depths]:
+        lists = ms["sample lists"] if depth == ef else ms[f"sample lists at {depth}"]
+        short = rows["short"] if depth == ef else rows[f"short at {depth}"]
+        out.append(
+            f"| {name} | {share:g} | {ef} | {depth} | {short} of {rows['sample']} | {lists:.2f} "
+            f"| {lists + short * per_row:.2f} | {ms['pushdown, sample rows']:.2f} |"
+        )
+    return out
 
 
 def run(args: Any, log: Any) -> list[str]:
@@ -89,6 +149,7 @@ def run(args: Any, log: Any) -> list[str]:
         "auto / pushdown |",
         "|---|---|---|---|--:|--:|--:|--:|--:|--:|--:|",
     ]
+    depth_rows: list[str] = []
     for name in args.names:
         corpus = adversarial_corpus(name, args.n, 128, args.queries, args.seed)
         index = _index(corpus.data.vectors, args)
@@ -102,7 +163,9 @@ def run(args: Any, log: Any) -> list[str]:
             if not direct or planner.lists_pay(int(plan.ef_search), float(mask.mean())):
                 log(f"{name} {share:g}: {plan} — not a direct plan's sample and pushdown; skipped")
                 continue
-            fns, rows = _parts(index, q, args.k, mask, planner, int(plan.ef_search))
+            ef = int(plan.ef_search)
+            depths = sorted({math.ceil(ef * m) for m in args.deeper_lists} - {ef})
+            fns, rows = _parts(index, q, args.k, mask, planner, ef, depths)
             first = {}
             for label, fn in fns.items():
                 start = timer()
@@ -120,13 +183,22 @@ def run(args: Any, log: Any) -> list[str]:
                 f"{numpy:.2f} | {ms['auto'] / ms['pushdown, every row']:.2f} |"
             )
             log(lines[-1])
-    return lines
+            depth_rows += _depth_rows(name, share, ef, depths, ms, rows)
+    return lines + _deeper_table(depth_rows)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     parser.description = __doc__.split("\n\n")[0]
+    parser.add_argument(
+        "--deeper-lists",
+        type=_floats,
+        default=[],
+        help="also read the sample's lists at these multiples (> 1) of auto's efSearch",
+    )
     args = parser.parse_args(argv)
+    if any(not m > 1 for m in args.deeper_lists):
+        parser.error(f"--deeper-lists={args.deeper_lists}: each multiple must be above 1")
     args.names = _corpora(args.corpora)
     _prepare(args)
     _print_report(run(args, _log), args.output)

@@ -516,6 +516,20 @@ def test_benchmark_script_runs_and_checks_its_targets(tmp_path, capsys) -> None:
     assert bench.main(["--workload-queries", "-1"]) == 2
 
 
+def test_the_steady_pushdown_is_held_to_forty_fresh_batches_unless_told_otherwise() -> None:
+    # "Every fresh batch" counted on five batches let through an efSearch that happened to keep
+    # five; issue 35 counted forty.
+    bench = load_bench()
+    for argv, wanted in (
+        ([], 8000),
+        (["--queries", "100"], 4000),
+        (["--workload-queries", "0"], 0),
+    ):
+        args = bench._parser().parse_args(["--threads", "1", *argv])
+        bench._prepare(args)
+        assert args.workload_queries == wanted
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     n=st.integers(40, 400),

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from arecall.vector.bench import render_benchmark, run_benchmark
 
@@ -60,3 +66,73 @@ def test_scan_benchmark_runs_and_its_two_scans_agree(tmp_path, monkeypatch) -> N
     assert bench_scan.main([*argv, "--min-calls", "1", "--output", str(out)]) == 0
     text = out.read_text()
     assert "| 0.1% | " in text and "| 30.0% | " in text and "| 100.0% | 30,000 |" in text
+
+
+def _load(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(
+        f"{name}_test", ROOT / "benchmarks" / f"{name}.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.floats(0, 1), st.floats(-10, 10, allow_subnormal=False)),
+        min_size=5,
+        max_size=300,
+    )
+)
+def test_the_strata_split_the_recall_spread_into_within_and_between_them(
+    pairs: list[tuple[float, float]],
+) -> None:
+    # The claim the planner page rests on: σ² = within² + between² (population spreads), so
+    # the spread within the strata is never more than the whole.
+    bench = _load("bench_strata_spread")
+    recall, kth = (np.array(v) for v in zip(*pairs, strict=True))
+    out = bench.strata_spread(recall, kth, 0.05, 0.01)
+    assert out["sigma"] ** 2 == pytest.approx(out["within"] ** 2 + out["between"] ** 2, abs=1e-9)
+    assert out["within"] <= out["sigma"] + 1e-9
+    assert sum(share for share, _, _ in out["strata"]) == pytest.approx(1.0)
+    mean = sum(share * m for share, m, _ in out["strata"])
+    assert mean == pytest.approx(float(recall.mean()), abs=1e-9)
+
+
+def test_the_strata_spread_benchmark_measures_a_walked_cell_at_a_toy_size(capsys) -> None:
+    bench = _load("bench_strata_spread")
+    argv = [
+        "--n",
+        "3000",
+        "--corpora",
+        "lowrank-uniform",
+        "--selectivities",
+        "1",
+        "--calibration-queries",
+        "100",
+        "--spread-queries",
+        "300",
+        "--graph-cost",
+        "1",  # walks priced at one scan distance: at 3,000 documents auto scans otherwise
+    ]
+    assert bench.main(argv) == 0
+    rows = [r for r in capsys.readouterr().out.splitlines() if r.startswith("| lowrank-uniform")]
+    assert len(rows) == 1
+    cells = [c.strip() for c in rows[0].split("|")[1:-1]]
+    sigma, within, between = (float(c) for c in cells[4:7])
+    assert within <= sigma and sigma**2 == pytest.approx(within**2 + between**2, abs=2e-4)
+
+
+def test_the_direct_plan_benchmark_refuses_lists_no_deeper_in_one_line(capsys) -> None:
+    bench = _load("bench_direct_plan")
+    with pytest.raises(SystemExit) as stopped:
+        bench.main(["--deeper-lists", "1.5,0.5"])
+    assert stopped.value.code == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .splitlines()[-1]
+        .endswith("--deeper-lists=[1.5, 0.5]: each multiple must be above 1")
+    )
