@@ -104,11 +104,14 @@ class PlannerSettings:
 
     # -- calibration ------------------------------------------------------------------------
     calibration_queries: int = 400
-    """More held-out queries steady ``ef_base``, at calibration time (3-11 s at 100,000).
-    Five draws of 100 put ``ef_base`` at 46-216 on 100,000 clustered vectors (scored recall
-    0.924 at 46); five draws of 400 gave 0.962-0.969.
+    """More held-out queries steady ``ef_base`` and shrink the calibration's part of the aim,
+    at calibration time (3-11 s at 100,000). Five draws of 100 put ``ef_base`` at 46-216 on
+    100,000 clustered vectors (scored recall 0.924 at 46); five draws of 400 gave
+    0.962-0.969. 1,600 walked 8-9% lower on the low-rank cells (3 of 8 over 1.1x the steady
+    pushdown against 4) and calibrated in 14 s against 4.
     ``BENCH --corpora clustered-corr --selectivities 1 --calibration-queries 100 --seed S``,
-    S = 1..5, against the default."""
+    S = 1..5, against the default; ``BENCH --corpora lowrank-uniform,lowrank-halfspace
+    --calibration-queries 1600 --workload-queries 1000``."""
     graph_cost: float = 16.0
     """Where nothing was timed (the reproducible experiment), what a graph distance is priced
     at in scan distances: 11-18 measured at 1M x 128.
