@@ -130,9 +130,10 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 
 WORKLOAD_BATCHES = 40
 """Fresh batches the steady pushdown must keep the target on, by default: the count issue 35
-measured a fixed efSearch on (25 of 40 kept). With 5 (1,000 queries in batches of 200) the
-steady efSearch at 100,000 low-rank vectors came out 5-10% lower (30%: 35 against 38) — the
-one that happened to keep five batches, not every batch."""
+measured a fixed efSearch on (25 of 40 kept). On 5 (1,000 queries in batches of 200) the
+steady efSearch at 100,000 low-rank vectors came out 5-10% below its value on 40 (30%: 35
+against 38): one that happened to keep five batches, not every batch. (At a million, whose
+4,000 workload queries are a draw of their own, it moved 4-8% either way.)"""
 
 
 def _keep_freed_memory() -> bool:

@@ -3,7 +3,7 @@
 Usage (the adversarial-filters page's figures came from this line):
 
     python benchmarks/bench_strata_spread.py --corpora lowrank-uniform,lowrank-halfspace,\\
-clustered-corr --selectivities 0.3,0.5,1 --index-cache /tmp/arecall-graphs
+clustered-corr,clustered-anti --selectivities 0.3,0.5,1 --index-cache /tmp/arecall-graphs
 
 ``auto`` aims a pushdown at the target plus z of the per-query spread σ twice, over √(batch) and
 over √(calibration) (`arecall.vector.placement.curves.RecallCurves.aim`). Its audit already sorts
