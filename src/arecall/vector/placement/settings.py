@@ -73,12 +73,11 @@ _POSITIVE = frozenset(
         "probe_distances",
         "scan_pass",
         "walk_doubt",
-        "cost_min_time",
         "eager_discount",
     ]
 )
 _NON_NEGATIVE = frozenset(
-    ["margin", "independence_z", "list_read", "landmark_tie", "pooled_share_z"]
+    ["margin", "independence_z", "list_read", "landmark_tie", "pooled_share_z", "cost_min_time"]
 )
 _ABOVE_ONE = frozenset(["escalate_factor", "second_look_factor", "cost_efs"])
 
