@@ -63,12 +63,12 @@ from arecall.vector.index import VectorIndex
 from arecall.vector.placement import AutoPlanner, certification
 
 
-def _short(index: VectorIndex, q: np.ndarray, k: int, mask: np.ndarray, depth: int) -> int:
-    """How many of the rows ``q`` have an unfiltered top-``depth`` list holding fewer than k
-    authorized documents."""
+def _short(index: VectorIndex, q: np.ndarray, k: int, mask: np.ndarray, depth: int) -> np.ndarray:
+    """Per row of ``q``, whether its unfiltered top-``depth`` list holds fewer than k
+    authorized documents (faiss pads a short list with -1: masked out)."""
     lists = index._walk(q, depth, depth)
     ok = mask[lists.ids] & (lists.ids >= 0)
-    return int(np.count_nonzero(np.count_nonzero(ok, axis=1) < k))
+    return np.asarray(np.count_nonzero(ok, axis=1) < k)
 
 
 def _parts(
@@ -86,9 +86,7 @@ def _parts(
     n_q, settings = q.shape[0], planner.settings
     read = certification.sample_rows(n_q, settings.sample_min, settings.sample_share)
     rest = certification.unsampled_rows(n_q, settings.sample_min, settings.sample_share)
-    lists = index._walk(q[read], ef, ef)
-    ok = mask[lists.ids] & (lists.ids >= 0)
-    short = read[np.count_nonzero(ok, axis=1) < k]
+    short = read[_short(index, q[read], k, mask, ef)]
     pushed = np.union1d(rest, short)
     fns = {
         "auto": lambda: auto(index, q, k, mask, planner),
@@ -100,7 +98,7 @@ def _parts(
     rows = {"sample": read.size, "short": short.size, "pushed": pushed.size}
     for depth in depths:
         fns[f"sample lists at {depth}"] = partial(index._walk, q[read], depth, depth)
-        rows[f"short at {depth}"] = _short(index, q[read], k, mask, depth)
+        rows[f"short at {depth}"] = int(np.count_nonzero(_short(index, q[read], k, mask, depth)))
     return fns, rows
 
 
