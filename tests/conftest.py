@@ -117,10 +117,12 @@ def _walks(monkeypatch: pytest.MonkeyPatch, filtered: bool) -> list[int]:
     calls: list[int] = []
     walk = VectorIndex._walk
 
-    def spy(self: VectorIndex, q: Any, k: int, ef: int, mask: Any = None) -> Any:
+    def spy(
+        self: VectorIndex, q: Any, k: int, ef: int, mask: Any = None, bitmap: Any = None
+    ) -> Any:
         if (mask is not None) == filtered:
             calls.append(len(q))
-        return walk(self, q, k, ef, mask)
+        return walk(self, q, k, ef, mask, bitmap)
 
     monkeypatch.setattr(VectorIndex, "_walk", spy)
     return calls

@@ -467,9 +467,9 @@ def test_auto_searches_replayed_are_every_search_auto_made_and_nothing_else(
         VectorIndex._scan_masked,
     )
 
-    def spy_walk(self, q, k, ef, mask=None):  # type: ignore[no-untyped-def]
+    def spy_walk(self, q, k, ef, mask=None, bitmap=None):  # type: ignore[no-untyped-def]
         seen.append(("walk", q.shape[0], float(q.sum()), k, ef, mask is None))
-        return walk(self, q, k, ef, mask)
+        return walk(self, q, k, ef, mask, bitmap)
 
     def spy_ids(self, q, k, ids):  # type: ignore[no-untyped-def]
         seen.append(("scan", q.shape[0], float(q.sum()), k, None if ids is None else ids.size))
@@ -796,10 +796,10 @@ def test_the_plan_overhead_counts_the_planners_own_time_not_its_searches(
     searches: list[int] = []
     reads: list[int] = []
 
-    def slow_search(self, q, k, ef, mask=None):  # type: ignore[no-untyped-def]
+    def slow_search(self, q, k, ef, mask=None, bitmap=None):  # type: ignore[no-untyped-def]
         searches.append(1)
         time.sleep(nap)
-        return walk(self, q, k, ef, mask)
+        return walk(self, q, k, ef, mask, bitmap)
 
     def slow_read(*args):  # type: ignore[no-untyped-def]
         reads.append(1)

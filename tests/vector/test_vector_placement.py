@@ -790,9 +790,9 @@ def test_the_direct_plan_reads_its_lists_answers_only_after_both_searches(
     events: list[str] = []
     walk, read = VectorIndex._walk, certification.read_lists
 
-    def spy_walk(self, q, k, ef, mask=None):  # type: ignore[no-untyped-def]
+    def spy_walk(self, q, k, ef, mask=None, bitmap=None):  # type: ignore[no-untyped-def]
         events.append("lists" if mask is None else "pushdown")
-        return walk(self, q, k, ef, mask)
+        return walk(self, q, k, ef, mask, bitmap)
 
     def spy_read(*args):  # type: ignore[no-untyped-def]
         events.append("read")
@@ -865,10 +865,10 @@ def test_lists_read_for_a_filter_the_queries_turn_out_to_avoid_are_not_read_agai
     walks: list[tuple[int, int]] = []  # the unfiltered walks: (queries, efSearch)
     walk = VectorIndex._walk
 
-    def spy(self: VectorIndex, q, k, ef, mask=None):  # type: ignore[no-untyped-def]
+    def spy(self: VectorIndex, q, k, ef, mask=None, bitmap=None):  # type: ignore[no-untyped-def]
         if mask is None:
             walks.append((len(q), ef))
-        return walk(self, q, k, ef, mask)
+        return walk(self, q, k, ef, mask, bitmap)
 
     monkeypatch.setattr(VectorIndex, "_walk", spy)
     ef = planner.ef_direct(float(mask.mean()), len(batch))

@@ -4,11 +4,12 @@ and the exact answers every plan falls back on: counting the filter, scanning a 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
 
-from arecall.vector.index import Hits, VectorIndex
+from arecall.vector.index import Hits, VectorIndex, packed_mask
 from arecall.vector.placement.planner import AutoPlanner
 from arecall.vector.placement.settings import DEFAULTS
 
@@ -37,6 +38,18 @@ class Batch:
     def share(self) -> float:
         """The share of the documents the filter authorizes (its global selectivity)."""
         return self.n_allowed / self.index.n_docs
+
+    @cached_property
+    def bitmap(self) -> npt.NDArray[np.uint8]:
+        """The mask packed once (`arecall.vector.index.packed_mask`) for every pushdown of the
+        batch and as the key the cells remember the mask's verdict and counts by: at a million
+        documents each packing of the mask is 70 µs of a 15 ms batch."""
+        return packed_mask(self.mask)
+
+    def pushdown(self, rows: npt.NDArray[np.int64] | None, ef: int) -> Hits:
+        """The pushed-down top-k of ``rows`` (every query for ``None``) at efSearch ``ef``."""
+        q = self.q if rows is None else self.q[rows]
+        return self.index._walk(q, self.k, ef, self.mask, self.bitmap)
 
     @property
     def scan_cost(self) -> float:

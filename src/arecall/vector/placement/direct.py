@@ -82,7 +82,7 @@ def direct(batch: Batch) -> tuple[tuple[Hits, Plan] | None, Lists | None]:
     else:
         rest = certification.unsampled_rows(n_q, settings.sample_min, settings.sample_share)
         pushed = np.union1d(rest, read[short]) if short.any() else rest
-    got = batch.index._walk(batch.q[pushed], batch.k, ef, batch.mask) if pushed.size else None
+    got = batch.pushdown(pushed, ef) if pushed.size else None
     return _answered(batch, ef, read, full, ok, short, pushed, got), None
 
 
@@ -204,7 +204,7 @@ def _audited(
     """Audit the walked answers (at efSearch ``ef``) against the calibration (typical ones keep
     their rank certificate), check a concentrated batch's sample deeper, settle the batch to
     its goal, and return the shift and concentration evidence, if any."""
-    planner, k = batch.planner, batch.k
+    planner = batch.planner
     walked = np.flatnonzero(answers.efs > 0)
     # Every row walked (the common case): the batch's own arrays, not copies of them.
     every = walked.size == batch.n_q
@@ -224,7 +224,7 @@ def _audited(
     answers.value[walked] += np.where(a.tail, 0.0, rank_bonus[walked])
 
     def walk(rows: npt.NDArray[np.int64], ef: int) -> Hits:
-        return batch.index._walk(batch.q[rows], k, ef, batch.mask)
+        return batch.pushdown(rows, ef)
 
     return settle_audited(
         planner,

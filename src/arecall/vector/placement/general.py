@@ -183,7 +183,7 @@ class _Answers:
         batch, planner, first = self.batch, self.batch.planner, self.first
         for ef in np.unique(first[rows]):
             sub = rows[first[rows] == ef]
-            got = batch.index.search_filtered(batch.q[sub], batch.k, batch.mask, ef_search=int(ef))
+            got = batch.pushdown(sub, batch.index._ef(int(ef), batch.k))
             full_k = got.returned() >= batch.k
             self.ids[sub[full_k]], self.scores[sub[full_k]] = got.ids[full_k], got.scores[full_k]
             self.used[sub[full_k]] = ef
@@ -254,7 +254,8 @@ def _probe(
     if batch.ids is None and batch.n_allowed < settings.gather_below * batch.index.n_docs:
         # Few enough that the cell counts, and any scan, read them rather than the mask.
         batch.ids = np.flatnonzero(batch.mask)
-    authorized = cells.counts(batch.mask, batch.ids)  # remembered across a principal's calls
+    # Remembered across a principal's calls.
+    authorized = cells.counts(batch.mask, batch.ids, batch.bitmap)
     near, ell_min = costs.graph_pays_near(planner, authorized, saved)
     # A query whose ℓ is a grid step below ℓ_min cannot walk for less than the scan.
     floor = ell_min * 2.0 ** (-1.0 / settings.ladder_steps)

@@ -209,8 +209,9 @@ class _TimedIndex(VectorIndex):
         k: int,
         ef: int,
         mask: npt.NDArray[np.bool_] | None = None,
+        bitmap: npt.NDArray[np.uint8] | None = None,
     ) -> Hits:
-        return self._timed(super()._walk, q, k, ef, mask)
+        return self._timed(super()._walk, q, k, ef, mask, bitmap)
 
     def _scan_ids(
         self, q: npt.NDArray[np.float32], k: int, ids: npt.NDArray[np.int64] | None

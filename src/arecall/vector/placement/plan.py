@@ -88,7 +88,7 @@ def certified(batch: Batch) -> tuple[Hits, Plan]:
     else, or where it declines, the general plan with any lists it read."""
     planner = batch.planner
     cells = planner.cells
-    independent = cells is None or cells.looks_independent(batch.mask)
+    independent = cells is None or cells.looks_independent(batch.mask, batch.bitmap)
     lists = None
     if cells is not None and independent and batch.n_q > 2 * planner.settings.sample_min:
         done, lists = direct.direct(batch)
