@@ -136,3 +136,55 @@ def test_the_direct_plan_benchmark_refuses_lists_no_deeper_in_one_line(capsys) -
         .splitlines()[-1]
         .endswith("--deeper-lists=[1.5, 0.5]: each multiple must be above 1")
     )
+
+
+def test_the_bookkeeping_benchmark_splits_autos_time_beyond_its_searches_into_parts(
+    capsys,
+) -> None:
+    bench = _load("bench_bookkeeping")
+    argv = [
+        "--n",
+        "3000",
+        "--corpora",
+        "lowrank-uniform",
+        "--selectivities",
+        "1",
+        "--calibration-queries",
+        "100",
+        "--graph-cost",
+        "1",  # walks priced at one scan distance: at 3,000 documents auto scans otherwise
+        "--min-calls",
+        "2",
+        "--min-time",
+        "0",
+        "--parts-calls",
+        "3",
+    ]
+    assert bench.main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    header = next(r for r in out if r.startswith("| corpus"))
+    rows = [r for r in out if r.startswith("| lowrank-uniform")]
+    assert len(rows) == 1
+    names = [c.strip() for c in header.split("|")[1:-1]]
+    cells = dict(zip(names, (c.strip() for c in rows[0].split("|")[1:-1]), strict=True))
+    assert cells["plan"].startswith("pushdown")
+    auto, searches = float(cells["auto"]), float(cells["searches"])
+    assert float(cells["bookkeeping"]) == pytest.approx(auto - searches, abs=0.011)
+    # The landmark test runs inside the audit (for its deep rows, if any); a walked batch
+    # is counted, audited and settled.
+    audit, landmark = float(cells["audit"]), float(cells["landmark test (in the audit)"])
+    assert audit > 0 and landmark <= audit
+    assert float(cells["count the filter"]) > 0 and float(cells["settle"]) > 0
+
+
+def test_the_bookkeeping_benchmark_refuses_no_parts_calls_in_one_line(capsys) -> None:
+    bench = _load("bench_bookkeeping")
+    with pytest.raises(SystemExit) as stopped:
+        bench.main(["--parts-calls", "0"])
+    assert stopped.value.code == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .splitlines()[-1]
+        .endswith("--parts-calls=0: must be at least 1")
+    )
