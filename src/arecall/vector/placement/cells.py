@@ -361,7 +361,8 @@ class Cells:
         """The landmarks' vectors as contiguous columns: OpenBLAS multiplies a few queries by
         them in a third to half the time it takes with the rows' transposed view (at 1,024
         landmarks × 128 and 3 deep rows, 73 µs against 186 cold after a walk). From two rows
-        up the products are the same to the bit; a single row's may differ in its last bit."""
+        up the products are the same to the bit; a single row's may differ by a rounding step
+        (~2·10⁻⁷ of the scores' scale, against the tie test's ``settings.landmark_tie``)."""
         assert self.landmark_vectors is not None
         return np.ascontiguousarray(self.landmark_vectors.T)
 
