@@ -845,6 +845,16 @@ def _corpora(text: str) -> list[str]:
     return out
 
 
+def _corpus_names(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """``--corpora``'s names for the benchmarks built on this one's arguments (:func:`_corpora`),
+    an unknown one refused by ``parser`` in one line (exit status 2)."""
+    names = _corpora(args.corpora)
+    unknown = [name for name in names if name not in ALL_CORPORA]
+    if unknown:
+        parser.error(f"--corpora: {unknown[0]!r} is not one of {', '.join(ALL_CORPORA)}")
+    return names
+
+
 def _floats(text: str) -> list[float]:
     try:
         return [float(x) for x in text.split(",") if x.strip()]

@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_adversarial import (
     _calibrated,
-    _corpora,
+    _corpus_names,
     _floats,
     _index,
     _log,
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if any(not m > 1 for m in args.deeper_lists):
         parser.error(f"--deeper-lists={args.deeper_lists}: each multiple must be above 1")
-    args.names = _corpora(args.corpora)
+    args.names = _corpus_names(parser, args)
     _prepare(args)
     _print_report(run(args, _log), args.output)
     return 0

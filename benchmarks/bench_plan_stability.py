@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_adversarial import (
     _calibrated,
-    _corpora,
+    _corpus_names,
     _index,
     _log,
     _parser,
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.calibrations < 2:
         parser.error("--calibrations: at least 2 (one calibration cannot change)")
-    args.names = _corpora(args.corpora)
+    args.names = _corpus_names(parser, args)
     _prepare(args)
     _print_report(run(args, _log), args.output)
     return 0

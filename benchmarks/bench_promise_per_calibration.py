@@ -51,7 +51,15 @@ from scipy import special
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_adversarial import _corpora, _index, _log, _parser, _prepare, _print_report, _recalls
+from bench_adversarial import (
+    _corpus_names,
+    _index,
+    _log,
+    _parser,
+    _prepare,
+    _print_report,
+    _recalls,
+)
 
 from arecall.vector import auto
 from arecall.vector._timing import clock, interleaved
@@ -212,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--time-against {args.time_against}: must be at least k={args.k}")
     if args.graph_cost is None:
         args.graph_cost = DEFAULTS.graph_cost
-    args.names = _corpora(args.corpora)
+    args.names = _corpus_names(parser, args)
     _prepare(args)
     _print_report(run(args, _log), args.output)
     return 0

@@ -30,9 +30,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_adversarial import (
-    ALL_CORPORA,
     _calibrated,
-    _corpora,
+    _corpus_names,
     _index,
     _log,
     _parser,
@@ -142,10 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.spread_queries < 100:
         parser.error(f"--spread-queries={args.spread_queries}: must be at least 100")
-    args.names = _corpora(args.corpora)
-    unknown = [name for name in args.names if name not in ALL_CORPORA]
-    if unknown:
-        parser.error(f"--corpora: {unknown[0]!r} is not one of {', '.join(ALL_CORPORA)}")
+    args.names = _corpus_names(parser, args)
     _prepare(args)
     _print_report(run(args, _log), args.output)
     return 0
