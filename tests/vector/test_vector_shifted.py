@@ -558,3 +558,40 @@ def test_the_best_authorized_landmark_is_the_best_landmark_score_to_rounding(
     np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
     finite = np.isfinite(want)
     np.testing.assert_allclose(got[finite], want[finite], rtol=1e-5, atol=1e-4)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.integers(0, 4), min_size=1, max_size=12),  # real results per row
+    st.integers(1, 4),  # k
+    st.integers(1, 12),  # documents authorized
+)
+def test_a_short_answer_is_one_with_fewer_than_k_or_all_authorized_returned(
+    returned: list[int], k: int, n_allowed: int
+) -> None:
+    # faiss pads an answer with -1 after its real results; Hits.short reads any padding where
+    # k documents could have been returned, and must agree with counting them.
+    ids = np.full((len(returned), k), -1, dtype=np.int64)
+    for row, r in enumerate(returned):
+        ids[row, : min(r, k)] = np.arange(min(r, k))
+    hits = Hits(ids, np.zeros(ids.shape, np.float32))
+    assert hits.short(n_allowed).tolist() == (hits.returned() < min(k, n_allowed)).tolist()
+
+
+@pytest.mark.parametrize("s", [0.5, 1.0])
+def test_an_audit_at_one_efsearch_for_every_row_reads_as_the_same_efsearch_row_by_row(s) -> None:
+    # The direct plan and a plain search hand the audit their one efSearch rather than an
+    # array of it: the strata, values, tail, deep and stuck verdicts must be the same.
+    corpus, index, planner = setup("lowrank-flipped")
+    q, mask = corpus.data.queries, corpus.mask(s)
+    ef = int(planner.ef_direct(s, q.shape[0]))
+    hits = index.search_filtered(q, K, mask, ef_search=ef)
+    by_row = audit(planner, q, hits, s, np.full(q.shape[0], ef), mask)
+    at_once = audit(planner, q, hits, s, ef, mask)
+    assert by_row is not None and at_once is not None
+    for field in ("value", "tail", "stuck", "deep"):
+        assert np.array_equal(getattr(by_row, field), getattr(at_once, field)), field
+    assert by_row.shifted == at_once.shifted
+    # No answer to audit: an empty audit either way.
+    none = Hits(hits.ids[:0], hits.scores[:0])
+    assert audit(planner, q[:0], none, s, ef, mask).value.size == 0

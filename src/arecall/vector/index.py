@@ -115,6 +115,22 @@ class Hits:
         """Number of real results per query."""
         return np.asarray((self.ids >= 0).sum(axis=1), dtype=np.int64)
 
+    def short(self, n_allowed: int) -> npt.NDArray[np.bool_]:
+        """Per query, whether it returned fewer than ``min(k, n_allowed)`` results (a walk that
+        missed nodes HNSW left unreachable). Where ``n_allowed`` ≥ k, any padding at all: one
+        comparison and one reduction, not :meth:`returned`'s count and its comparison (a plan
+        asks this of every answer after its walk, when each numpy call is cold).
+
+        Examples
+        --------
+        >>> hits = Hits(np.array([[3, -1], [4, 5]]), np.zeros((2, 2), np.float32))
+        >>> hits.short(10).tolist(), hits.short(1).tolist()
+        ([True, False], [False, False])
+        """
+        if n_allowed < self.k:
+            return self.returned() < n_allowed
+        return np.asarray((self.ids < 0).any(axis=1), dtype=bool)
+
     def rows(self) -> list[list[int]]:
         """Per query, the returned document indices best first (padding dropped)."""
         return [[int(i) for i in row if i >= 0] for row in self.ids]

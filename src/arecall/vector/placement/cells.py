@@ -302,7 +302,7 @@ class Cells:
             return np.zeros(queries.shape[0], dtype=bool)  # no landmark outscores anything
         landmark = self.landmark_best(queries, mask)
         q_norm = np.einsum("ij,ij->i", queries, queries).astype(np.float64)
-        l_norm = float(self._landmark_norms.max())
+        l_norm = self._landmark_norm_max
         scale = q_norm + l_norm if self.metric == "l2" else np.sqrt(q_norm * l_norm)
         return np.asarray(landmark > best + self.settings.landmark_tie * scale, dtype=bool)
 
@@ -355,6 +355,11 @@ class Cells:
         assert self.landmark_vectors is not None
         marks = self.landmark_vectors
         return np.asarray(np.einsum("ij,ij->i", marks, marks))
+
+    @cached_property
+    def _landmark_norm_max(self) -> float:
+        """The largest landmark's squared norm: the tie test's scale, read once."""
+        return float(self._landmark_norms.max())
 
     @cached_property
     def _landmark_columns(self) -> npt.NDArray[np.float32]:

@@ -69,14 +69,15 @@ def audit(
     q: npt.NDArray[np.float32],
     hits: Hits,
     share: float,
-    efs: npt.NDArray[np.int64],
+    efs: npt.NDArray[np.int64] | int,
     mask: npt.NDArray[np.bool_] | None,
     *,
     test_shift: bool = True,
 ) -> Audit | None:
-    """Audit full answers ``hits`` of queries ``q`` found at efSearch ``efs`` (one per row)
-    under a filter of ``share`` (``mask``; ``None``: none): :class:`Audit`, or ``None`` where
-    the planner has no support table (a planner built by hand: its mean certifies as before).
+    """Audit full answers ``hits`` of queries ``q`` found at efSearch ``efs`` (one per row, or
+    one ``int`` for every row: the direct plan's and a plain search's, no array to read) under
+    a filter of ``share`` (``mask``; ``None``: none): :class:`Audit`, or ``None`` where the
+    planner has no support table (a planner built by hand: its mean certifies as before).
 
     The calibration describes its own queries. A batch drawn elsewhere — queries around another
     mean, or noisier — gets lower k-th scores than any of them: on 100,000 low-rank vectors a
@@ -101,6 +102,8 @@ def audit(
     if not planner.support:
         return None
     n = hits.ids.shape[0]
+    if isinstance(efs, int) and not n:
+        efs = np.zeros(0, dtype=np.int64)  # no answer to audit: no stratum looked up
     deep_below, tail_below, typical, in_tail, in_deep = _strata(planner, share, efs)
     kth = hits.scores[:, -1]
     deep, tail = kth < deep_below, kth < tail_below
@@ -123,13 +126,18 @@ def audit(
 
 
 def _strata(
-    planner: AutoPlanner, share: float, efs: npt.NDArray[np.int64]
+    planner: AutoPlanner, share: float, efs: npt.NDArray[np.int64] | int
 ) -> npt.NDArray[np.float64]:
     """The calibration's stratum at each row's efSearch, as a (5, rows) array of
     (deep_below, tail_below, typical, in_tail, in_deep) — or (5, 1), broadcast over the rows,
-    where every row has the same efSearch (the direct plan's and a plain search's answers: no
-    per-row table to sort and fill). float64 either way: the k-th scores (float32) are compared
-    against the thresholds in float64, as they always were."""
+    where every row has the same efSearch (an ``int``, or an array of one value: the direct
+    plan's and a plain search's answers, no per-row table to sort and fill). float64 either
+    way: the k-th scores (float32) are compared against the thresholds in float64, as they
+    always were."""
+    if isinstance(efs, int):
+        stratum = planner.stratum(share, float(efs))
+        assert stratum is not None
+        return np.array(stratum, dtype=np.float64)[:, None]
     if efs.size and efs[0] == efs.min() == efs.max():
         stratum = planner.stratum(share, float(efs[0]))
         assert stratum is not None
@@ -339,12 +347,17 @@ def shift_alarm(planner: AutoPlanner, n_below: int, n: int, share: float) -> boo
 
 
 def read_lists(
-    full: Hits, mask: npt.NDArray[np.bool_], k: int, ok: npt.NDArray[np.bool_] | None = None
+    full: Hits,
+    mask: npt.NDArray[np.bool_],
+    k: int,
+    ok: npt.NDArray[np.bool_] | None = None,
+    count: npt.NDArray[np.int64] | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], Hits]:
     """What a query's unfiltered top-ef list says under ``mask``: the authorized count, the rank
     of its k-th authorized entry (0 when it holds fewer than k), and — for the lists that hold k
     — the first k authorized, which *are* pushdown(ef)'s answer (faiss's walk ignores the
-    selector, so the filtered walk visits the same nodes).
+    selector, so the filtered walk visits the same nodes). ``ok`` and ``count``: the mask at
+    the lists' entries and its count per list, where the caller has read them already.
 
     Examples
     --------
@@ -355,7 +368,8 @@ def read_lists(
     """
     if ok is None:  # ``mask`` at the lists' entries, unless the caller has read it
         ok = mask[full.ids] & (full.ids >= 0)  # faiss pads with -1: mask[-1], masked out
-    count = np.count_nonzero(ok, axis=1).astype(np.int64)
+    if count is None:  # and their count (``ok``'s, per row)
+        count = np.count_nonzero(ok, axis=1).astype(np.int64)
     good = count >= k
     # The first k authorized positions of each list that holds k, in rank order.
     at = np.argsort(~ok[good], axis=1, kind="stable")[:, :k]

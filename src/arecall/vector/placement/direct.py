@@ -81,9 +81,11 @@ def direct(batch: Batch) -> tuple[tuple[Hits, Plan] | None, Lists | None]:
         pushed = np.flatnonzero(short)
     else:
         rest = certification.unsampled_rows(n_q, settings.sample_min, settings.sample_share)
-        pushed = np.union1d(rest, read[short]) if short.any() else rest
+        # ``rest`` and the sample are disjoint: their union is the two sorted together (union1d
+        # took 8% of the plan's numpy at 100,000 vectors and 30%, finding no duplicate).
+        pushed = np.sort(np.concatenate((rest, read[short]))) if short.any() else rest
     got = batch.pushdown(pushed, ef) if pushed.size else None
-    return _answered(batch, ef, read, full, ok, short, pushed, got), None
+    return _answered(batch, ef, read, full, (ok, count), short, pushed, got), None
 
 
 def _sample_shifted(
@@ -136,20 +138,21 @@ def _answered(
     ef: int,
     read: npt.NDArray[np.int64],
     full: Hits,
-    ok: npt.NDArray[np.bool_],
+    read_out: tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64]],
     short: npt.NDArray[np.bool_],
     pushed: npt.NDArray[np.int64],
     got: Hits | None,
 ) -> tuple[Hits, Plan]:
-    """Everything after the searches: each read list's answer and evidence, the pushed rows'
-    answers, a scan of any pushdown that came back short, the audit and what it settles
-    (:func:`_audited`), and the plan."""
+    """Everything after the searches: each read list's answer and evidence (``read_out``: the
+    mask at the lists' entries and its count per list), the pushed rows' answers, a scan of
+    any pushdown that came back short, the audit and what it settles (:func:`_audited`), and
+    the plan."""
     planner, n_q, k = batch.planner, batch.n_q, batch.k
     certified = planner.direct_recall(batch.share, n_q)
     walk = planner.walk_cost(ef)
     ids = np.empty((n_q, k), dtype=np.int64)
     scores = np.empty((n_q, k), dtype=np.float32)
-    _, rank_k, kept = certification.read_lists(full, batch.mask, k, ok)
+    _, rank_k, kept = certification.read_lists(full, batch.mask, k, *read_out)
     answered = read[~short]
     ids[answered], scores[answered] = kept.ids, kept.scores
     # A list's rank certificate can only raise its recall above the uniform calibration's.
@@ -159,7 +162,7 @@ def _answered(
     if got is not None:
         ids[pushed], scores[pushed] = got.ids, got.scores
         # A pushdown that comes back short (nodes HNSW left unreachable) is scanned.
-        scanned = pushed[got.returned() < min(k, batch.n_allowed)]
+        scanned = pushed[got.short(batch.n_allowed)]
     if scanned.size:
         exact = batch.scan(scanned)
         ids[scanned], scores[scanned] = exact.ids, exact.scores
@@ -206,7 +209,8 @@ def _audited(
     its goal, and return the shift and concentration evidence, if any."""
     planner = batch.planner
     walked = np.flatnonzero(answers.efs > 0)
-    # Every row walked (the common case): the batch's own arrays, not copies of them.
+    # Every row walked (the common case): the batch's own arrays, not copies of them. Every
+    # walk here is at ``ef`` (a short list is walked again at it): one efSearch for the audit.
     every = walked.size == batch.n_q
     a = certification.audit(
         planner,
@@ -215,7 +219,7 @@ def _audited(
         if every
         else Hits(answers.ids[walked], answers.scores[walked]),
         batch.share,
-        answers.efs if every else answers.efs[walked],
+        ef,
         batch.mask,
     )
     if a is None:

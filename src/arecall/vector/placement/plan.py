@@ -139,7 +139,7 @@ def unfiltered(
         hits = index.search(q, k, ef_search=ef)
         predicted = planner.predicted_at(ef)
     # A walk can miss nodes HNSW left unlinked (duplicates): a short answer is scanned.
-    short = np.flatnonzero(hits.returned() < min(k, index.n_docs))
+    short = np.flatnonzero(hits.short(index.n_docs))
     if short.size:
         hits = hits.replace_rows(short, index.exact(q[short], k))
         predicted += short.size * (1.0 - predicted) / n_q
@@ -147,17 +147,12 @@ def unfiltered(
     efs[again] = ef
     efs[short] = 0
     spent = cost * n_q + short.size * index.n_docs
-    answers = Answers(
-        hits.ids.copy(),
-        hits.scores.copy(),
-        np.full(n_q, predicted),
-        efs,
-        np.zeros(n_q, bool),
-        np.zeros(n_q, bool),
-        spent,
-    )
+    # The search's own arrays (fresh from faiss: nothing else holds them); no flag raised yet.
+    tail, stuck = np.zeros((2, n_q), dtype=bool)
+    answers = Answers(hits.ids, hits.scores, np.full(n_q, predicted), efs, tail, stuck, spent)
     allowance = planner.stuck_allowance(1.0, ef_min, n_q, deficit=may_stay)
-    shifted, concentrated = _settled(index, q, k, planner, answers, allowance)
+    one_ef = None if again.size else int(ef_min)  # every walk at one efSearch, or not
+    shifted, concentrated = _settled(index, q, k, planner, answers, allowance, one_ef)
     graph = efs[efs > 0]
     plan = Plan(
         method="pushdown" if graph.size else "exact",
@@ -239,15 +234,17 @@ def _settled(
     planner: AutoPlanner,
     answers: Answers,
     allowance: int,
+    one_ef: int | None = None,
 ) -> tuple[tuple[int, int] | None, tuple[float, float, int] | None]:
-    """Audit a plain search's walked answers, check a concentrated batch's sample deeper,
-    settle the batch to its goal (``allowance``: the stuck walks that may stay,
-    `arecall.vector.placement.settle.settle`), and return the shift and concentration
-    evidence, if any (nothing to audit without a support table: the calibration's value
-    stands, as it always did)."""
+    """Audit a plain search's walked answers (``one_ef``: the efSearch of every walk, where
+    they share one), check a concentrated batch's sample deeper, settle the batch to its goal
+    (``allowance``: the stuck walks that may stay, `arecall.vector.placement.settle.settle`),
+    and return the shift and concentration evidence, if any (nothing to audit without a
+    support table: the calibration's value stands, as it always did)."""
     walked = np.flatnonzero(answers.efs > 0)
     mine = Hits(answers.ids[walked], answers.scores[walked])
-    a = certification.audit(planner, q[walked], mine, 1.0, answers.efs[walked], None)
+    efs = answers.efs[walked] if one_ef is None else one_ef
+    a = certification.audit(planner, q[walked], mine, 1.0, efs, None)
     if a is None:
         return None, None
     answers.note(walked, a)

@@ -225,7 +225,7 @@ def settle_audited(
 
     def again(rows: _Rows, efs: _Rows) -> None:
         got = walk_rows(walk, rows, efs, k)
-        full = got.returned() >= min(k, n_allowed)
+        full = ~got.short(n_allowed)
         rows, efs, got = rows[full], efs[full], Hits(got.ids[full], got.scores[full])
         answers.take(rows, got)
         answers.efs[rows] = efs
