@@ -18,6 +18,13 @@ caches between calls, as in the adversarial benchmark); then, in ``--parts-calls
 microsecond or two): counting the filter, checking the queries, the cells' independence
 verdict, the audit and within it the landmark test, the settling, reading the sample's lists,
 and the conversion of faiss's answers (which the searches pay too).
+
+Last, the bookkeeping alone: ``auto`` with every search answered at once from a recording of
+one call (:func:`answered_from_recording`), so that what is timed is its own Python and numpy
+and nothing else — cold (right after a scan, which fills the caches with other data, as a
+walk does) and warm (the same call again straight after it), the fastest of
+``--parts-calls`` pairs by the CPU clock (:func:`cold_and_warm`). The two apart are what
+the caches cost it.
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -121,6 +130,66 @@ def parts_of(call: Callable[[], Any], flush: Callable[[], Any], calls: int) -> d
     return {label: seconds[label] / calls for label, _, _ in PARTS}
 
 
+def answered_from_recording(index: VectorIndex, call: Callable[[], Any]) -> Callable[[], Any]:
+    """``call`` (an ``auto`` call on ``index``) made again with every graph walk and exact scan
+    it makes answered at once from what one recorded call got back, in order: ``auto``'s
+    bookkeeping alone, without a search. Checked, twice, to give the recorded call's answers
+    and plan (a call that changed what it got back, or took another path, is refused).
+
+    Examples
+    --------
+    >>> from arecall.vector.index import build_index
+    >>> from arecall.vector.placement import calibrate_auto
+    >>> idx = build_index(np.eye(4, dtype=np.float32))
+    >>> q = np.ones((2, 4), np.float32)
+    >>> planner = calibrate_auto(idx, 1)
+    >>> again = answered_from_recording(idx, partial(auto, idx, q, 1, np.ones(4, bool), planner))
+    >>> str(again()[1])
+    'scan'
+    """
+    names = ("_walk", "_scan_ids", "_scan_masked")
+    got: list[Any] = []
+    originals = {name: getattr(index, name) for name in names}
+
+    def recorder(search: Callable[..., Any]) -> Callable[..., Any]:
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            got.append(search(*args, **kwargs))
+            return got[-1]
+
+        return recorded
+
+    def answer(*args: Any, **kwargs: Any) -> Any:
+        return next(answers)
+
+    for name, search in originals.items():
+        setattr(index, name, recorder(search))
+    try:
+        hits, plan = call()
+    finally:
+        for name in names:
+            delattr(index, name)  # the class's own methods again
+    answers = iter(got)
+
+    def again() -> Any:
+        nonlocal answers
+        answers = iter(got)
+        for name in names:
+            setattr(index, name, answer)
+        try:
+            return call()
+        finally:
+            for name in names:
+                delattr(index, name)
+
+    for _ in range(2):
+        h, p = again()
+        if str(p) != str(plan) or not (
+            np.array_equal(h.ids, hits.ids) and np.array_equal(h.scores, hits.scores)
+        ):
+            raise RuntimeError(f"auto answered from its recording differs: {p} against {plan}")
+    return again
+
+
 def run(args: Any, log: Any) -> list[str]:
     """One table row per cell (corpus × share) where ``auto`` walks."""
     labels = list(dict.fromkeys(label for label, _, _ in PARTS))
@@ -128,12 +197,14 @@ def run(args: Any, log: Any) -> list[str]:
         f"{args.n:,} × 128, batches of {args.queries}, k={args.k}; milliseconds a call: auto and "
         f"its searches replayed interleaved with the exact scan (CPU clock, fastest of at least "
         f"{args.min_calls} calls and {args.min_time:g} s), the parts wall-clocked over "
-        f"{args.parts_calls} calls of auto, each after a scan",
+        f"{args.parts_calls} calls of auto, each after a scan; the bookkeeping alone (auto with "
+        f"its searches answered from a recording), cold (right after a scan) and warm (again "
+        f"straight after), CPU clock, fastest of {args.parts_calls}",
         "",
         "| corpus | sel. | plan | auto | searches | bookkeeping | share of auto | "
         + " | ".join(labels)
-        + " |",
-        "|---|---|---|--:|--:|--:|--:|" + "--:|" * len(labels),
+        + " | bookkeeping alone, cold | alone, warm |",
+        "|---|---|---|--:|--:|--:|--:|" + "--:|" * (len(labels) + 2),
     ]
     for name in args.names:
         corpus = adversarial_corpus(name, args.n, 128, args.queries, args.seed)
@@ -152,16 +223,41 @@ def run(args: Any, log: Any) -> list[str]:
             first = {"auto": t_auto, **{n: clock(f)[1] for n, f in fns.items() if n != "auto"}}
             times = interleaved(fns, first, args.min_time, args.min_calls, time.process_time)
             parts = parts_of(call, fns["scan"], args.parts_calls)
+            alone = answered_from_recording(index, call)
+            cold, warm = cold_and_warm(alone, fns["scan"], args.parts_calls)
             over = times["auto"] - times["searches"]
             lines.append(
                 f"| {name} | {share:g} | {got} | {times['auto'] * 1e3:.2f} "
                 f"| {times['searches'] * 1e3:.2f} | {over * 1e3:.2f} "
                 f"| {over / times['auto']:.1%} | "
                 + " | ".join(f"{parts[label] * 1e3:.3f}" for label in labels)
-                + " |"
+                + f" | {cold * 1e3:.3f} | {warm * 1e3:.3f} |"
             )
             log(lines[-1])
     return lines
+
+
+def cold_and_warm(
+    call: Callable[[], Any], flush: Callable[[], Any], calls: int
+) -> tuple[float, float]:
+    """CPU seconds of ``call`` right after ``flush()`` (cold) and of the same call straight
+    after that one (warm): the fastest of ``calls`` such pairs.
+
+    Examples
+    --------
+    >>> cold, warm = cold_and_warm(lambda: sum(range(1000)), lambda: None, 3)
+    >>> cold > 0 and warm > 0
+    True
+    """
+    cold = warm = float("inf")
+    for _ in range(calls):
+        flush()
+        start = time.process_time()
+        call()
+        middle = time.process_time()
+        call()
+        cold, warm = min(cold, middle - start), min(warm, time.process_time() - middle)
+    return cold, warm
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arecall.vector.bench import render_benchmark, run_benchmark
+from arecall.vector.generator import generate_lowrank
+from arecall.vector.index import Hits, VectorIndex, build_index
+from arecall.vector.placement import auto, calibrate_auto
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -175,6 +179,48 @@ def test_the_bookkeeping_benchmark_splits_autos_time_beyond_its_searches_into_pa
     audit, landmark = float(cells["audit"]), float(cells["landmark test (in the audit)"])
     assert audit > 0 and landmark <= audit
     assert float(cells["count the filter"]) > 0 and float(cells["settle"]) > 0
+    # The bookkeeping alone (auto with its searches answered from a recording): no search in
+    # it, so less than auto's whole call, cold or warm.
+    cold, warm = float(cells["bookkeeping alone, cold"]), float(cells["alone, warm"])
+    assert 0 < cold < auto and 0 < warm < auto
+
+
+def test_auto_answered_from_its_recording_makes_no_search_and_refuses_a_call_that_strays() -> None:
+    bench = _load("bench_bookkeeping")
+    data = generate_lowrank(3000, 16, 40, seed=3)
+    index = build_index(data.vectors)
+    planner = calibrate_auto(index, 10, queries=data.calibration_queries(100), graph_cost=1.0)
+    mask = np.arange(3000) % 2 == 0
+    call = partial(auto, index, data.queries, 10, mask, planner)
+    hits, plan = call()
+    again = bench.answered_from_recording(index, call)
+    searched = []
+    for name in ("_walk", "_scan_ids", "_scan_masked"):
+        setattr(VectorIndex, name, _counted(searched, getattr(VectorIndex, name)))
+    try:
+        got, got_plan = again()
+    finally:
+        for name in ("_walk", "_scan_ids", "_scan_masked"):
+            setattr(VectorIndex, name, getattr(VectorIndex, name).__wrapped__)
+    assert not searched, searched  # every answer came from the recording
+    assert str(got_plan) == str(plan) and np.array_equal(got.ids, hits.ids)
+    # A call that takes another path than its recording's (here: says another plan) is refused.
+    said = iter(range(3))
+
+    def strays() -> tuple[Hits, str]:
+        return index._walk(data.queries, 10, 16), f"call {next(said)}"
+
+    with pytest.raises(RuntimeError, match="differs"):
+        bench.answered_from_recording(index, strays)
+
+
+def _counted(calls: list[str], method: Any) -> Any:
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(method.__name__)
+        return method(*args, **kwargs)
+
+    counted.__wrapped__ = method  # type: ignore[attr-defined]
+    return counted
 
 
 def test_the_bookkeeping_benchmark_refuses_no_parts_calls_in_one_line(capsys) -> None:
