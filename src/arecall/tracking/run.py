@@ -439,7 +439,26 @@ def _set_experiment_tag(client: Any, experiment_id: str, key: str, value: str) -
 
 
 def _log_inputs(client: Any, run_id: str, inputs: Sequence[Mapping[str, str]]) -> None:
-    """Log datasets as the run's inputs (name, digest, source; ``context``: the input's tag)."""
+    """Log datasets as the run's inputs (name, digest, source; ``context``: the input's tag),
+    also when another client logs the same new dataset at the same moment.
+
+    Sweep points on a cluster log the same corpus together: two may both find the dataset
+    missing and both insert it, and the store refuses the second insert (``UNIQUE constraint
+    failed: datasets.experiment_id, datasets.name, datasets.digest``, the whole call rolled
+    back). The dataset exists then, so logging the inputs once more links it.
+
+    Examples
+    --------
+    >>> class Racing:
+    ...     calls = 0
+    ...     def log_inputs(self, run_id, datasets):
+    ...         Racing.calls += 1
+    ...         if Racing.calls == 1:
+    ...             raise RuntimeError("UNIQUE constraint failed: datasets.experiment_id")
+    >>> _log_inputs(Racing(), "r", [{"name": "c", "digest": "d", "source_type": "local",
+    ...                             "source": "s"}]); Racing.calls
+    2
+    """
     from mlflow.entities import Dataset, DatasetInput, InputTag
     from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 
@@ -456,7 +475,10 @@ def _log_inputs(client: Any, run_id: str, inputs: Sequence[Mapping[str, str]]) -
         )
         for d in inputs
     ]
-    client.log_inputs(run_id, datasets=datasets)
+    try:
+        client.log_inputs(run_id, datasets=datasets)
+    except Exception:  # inserted meanwhile by another client: now a link to it
+        client.log_inputs(run_id, datasets=datasets)
 
 
 def _log_batches(
