@@ -88,7 +88,8 @@ import hashlib
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import fields, replace
 from functools import partial
 from pathlib import Path
@@ -394,14 +395,30 @@ def _own_ef(plan: Any) -> int | None:
     return int(plan.ef_search)
 
 
+SEARCHES = ("_walk", "_scan_ids", "_scan_masked")
+"""Where every search of an index goes through: its graph walk and its two exact scans."""
+
+
+@contextmanager
+def searches_replaced(
+    index: VectorIndex, replace: Callable[[Callable[..., Any]], Callable[..., Any]]
+) -> Iterator[None]:
+    """Each of ``index``'s searches (:data:`SEARCHES`) replaced, on this index only, by
+    ``replace(its bound method)``; the class's own methods again after."""
+    for name in SEARCHES:
+        setattr(index, name, replace(getattr(index, name)))
+    try:
+        yield
+    finally:
+        for name in SEARCHES:
+            delattr(index, name)
+
+
 def _searches_of(index: VectorIndex, call: Callable[[], Any]) -> Callable[[], None]:
     """Every graph walk and exact scan ``call`` makes on ``index`` (recorded on one call, with
     the very arrays it passed), as one function that makes them again, in order, and nothing
-    else: ``auto``'s time less its bookkeeping. Recorded where every search goes through —
-    the index's walk and its two scans — so a scan that calls another is recorded once."""
+    else: ``auto``'s time less its bookkeeping (:func:`searches_replaced`)."""
     made: list[Callable[[], Any]] = []
-    names = ("_walk", "_scan_ids", "_scan_masked")
-    originals = {name: getattr(index, name) for name in names}
 
     def recorder(search: Callable[..., Any]) -> Callable[..., Any]:
         def recorded(*args: Any) -> Any:
@@ -410,13 +427,8 @@ def _searches_of(index: VectorIndex, call: Callable[[], Any]) -> Callable[[], No
 
         return recorded
 
-    for name, search in originals.items():
-        setattr(index, name, recorder(search))
-    try:
+    with searches_replaced(index, recorder):
         call()
-    finally:
-        for name in names:
-            delattr(index, name)  # the class's own methods again
 
     def replay() -> None:
         for search in made:

@@ -52,6 +52,7 @@ from bench_adversarial import (
     _prepare,
     _print_report,
     _searches_of,
+    searches_replaced,
 )
 
 from arecall.vector import auto
@@ -147,9 +148,7 @@ def answered_from_recording(index: VectorIndex, call: Callable[[], Any]) -> Call
     >>> str(again()[1])
     'scan'
     """
-    names = ("_walk", "_scan_ids", "_scan_masked")
     got: list[Any] = []
-    originals = {name: getattr(index, name) for name in names}
 
     def recorder(search: Callable[..., Any]) -> Callable[..., Any]:
         def recorded(*args: Any, **kwargs: Any) -> Any:
@@ -161,25 +160,15 @@ def answered_from_recording(index: VectorIndex, call: Callable[[], Any]) -> Call
     def answer(*args: Any, **kwargs: Any) -> Any:
         return next(answers)
 
-    for name, search in originals.items():
-        setattr(index, name, recorder(search))
-    try:
+    with searches_replaced(index, recorder):
         hits, plan = call()
-    finally:
-        for name in names:
-            delattr(index, name)  # the class's own methods again
     answers = iter(got)
 
     def again() -> Any:
         nonlocal answers
         answers = iter(got)
-        for name in names:
-            setattr(index, name, answer)
-        try:
+        with searches_replaced(index, lambda search: answer):
             return call()
-        finally:
-            for name in names:
-                delattr(index, name)
 
     for _ in range(2):
         h, p = again()

@@ -185,7 +185,9 @@ def test_the_bookkeeping_benchmark_splits_autos_time_beyond_its_searches_into_pa
     assert 0 < cold < auto and 0 < warm < auto
 
 
-def test_auto_answered_from_its_recording_makes_no_search_and_refuses_a_call_that_strays() -> None:
+def test_auto_answered_from_its_recording_makes_no_search_and_refuses_a_call_that_strays(
+    monkeypatch,
+) -> None:
     bench = _load("bench_bookkeeping")
     data = generate_lowrank(3000, 16, 40, seed=3)
     index = build_index(data.vectors)
@@ -194,14 +196,10 @@ def test_auto_answered_from_its_recording_makes_no_search_and_refuses_a_call_tha
     call = partial(auto, index, data.queries, 10, mask, planner)
     hits, plan = call()
     again = bench.answered_from_recording(index, call)
-    searched = []
-    for name in ("_walk", "_scan_ids", "_scan_masked"):
-        setattr(VectorIndex, name, _counted(searched, getattr(VectorIndex, name)))
-    try:
-        got, got_plan = again()
-    finally:
-        for name in ("_walk", "_scan_ids", "_scan_masked"):
-            setattr(VectorIndex, name, getattr(VectorIndex, name).__wrapped__)
+    searched: list[str] = []
+    for name in ("_walk", "_scan_ids", "_scan_masked"):  # where every search goes through
+        monkeypatch.setattr(VectorIndex, name, _counted(searched, getattr(VectorIndex, name)))
+    got, got_plan = again()
     assert not searched, searched  # every answer came from the recording
     assert str(got_plan) == str(plan) and np.array_equal(got.ids, hits.ids)
     # A call that takes another path than its recording's (here: says another plan) is refused.
@@ -219,7 +217,6 @@ def _counted(calls: list[str], method: Any) -> Any:
         calls.append(method.__name__)
         return method(*args, **kwargs)
 
-    counted.__wrapped__ = method  # type: ignore[attr-defined]
     return counted
 
 
