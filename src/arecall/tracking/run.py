@@ -432,10 +432,19 @@ def _set_experiment_tag(client: Any, experiment_id: str, key: str, value: str) -
     >>> _set_experiment_tag(Racing(), "1", "k", "v"); Racing.calls
     2
     """
+    _again_if_raced(client.set_experiment_tag, experiment_id, key, value)
+
+
+def _again_if_raced(write: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    """``write(*args, **kwargs)``, and once more where the store refused it: a write that
+    inserts what it finds missing is refused when another client inserted the same row at the
+    same moment (a UNIQUE constraint), the refused write rolled back whole. The row exists
+    then, and the same write again updates or links it. A second refusal is a real one and
+    is raised."""
     try:
-        client.set_experiment_tag(experiment_id, key, value)
-    except Exception:  # inserted meanwhile by another client: now an update
-        client.set_experiment_tag(experiment_id, key, value)
+        write(*args, **kwargs)
+    except Exception:  # inserted meanwhile by another client
+        write(*args, **kwargs)
 
 
 def _log_inputs(client: Any, run_id: str, inputs: Sequence[Mapping[str, str]]) -> None:
@@ -475,10 +484,7 @@ def _log_inputs(client: Any, run_id: str, inputs: Sequence[Mapping[str, str]]) -
         )
         for d in inputs
     ]
-    try:
-        client.log_inputs(run_id, datasets=datasets)
-    except Exception:  # inserted meanwhile by another client: now a link to it
-        client.log_inputs(run_id, datasets=datasets)
+    _again_if_raced(client.log_inputs, run_id, datasets=datasets)
 
 
 def _log_batches(
